@@ -1,0 +1,32 @@
+"""Kaldi-compatible feature extraction and augmentation (``asrkit.features``).
+
+Names are imported lazily from the modules that hold them (see ``_EXPORTS``).
+"""
+
+from asrkit._lazy import lazy_exports
+
+_EXPORTS = {
+    # Kaldi features: 1-D waveform -> float32 [frames, dims]
+    "fbank": "asrkit.features.kaldi",
+    "mfcc": "asrkit.features.kaldi",
+    "spectrogram": "asrkit.features.kaldi",
+    "compute": "asrkit.features.kaldi",
+    "default_options": "asrkit.features.kaldi",
+    "compute_batch": "asrkit.features.batch",
+    # normalisation and context
+    "cmvn_stats": "asrkit.features.cmvn",
+    "accumulate_cmvn_stats": "asrkit.features.cmvn",
+    "apply_cmvn": "asrkit.features.cmvn",
+    "add_deltas": "asrkit.features.deltas",
+    # augmentation and perturbation (seeded)
+    "spec_augment": "asrkit.features.augment",
+    "time_warp": "asrkit.features.augment",
+    "freq_mask": "asrkit.features.augment",
+    "time_mask": "asrkit.features.augment",
+    "resample": "asrkit.features.perturb",
+    "speed_perturb": "asrkit.features.perturb",
+    "add_noise": "asrkit.features.perturb",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)

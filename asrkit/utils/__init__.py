@@ -1,0 +1,6 @@
+"""Small helpers shared by every layer: atomic file writes, progress bars, logging."""
+
+from asrkit.utils.atomic import atomic_open, atomic_write_bytes, atomic_write_text
+from asrkit.utils.progress import progress
+
+__all__ = ["atomic_open", "atomic_write_bytes", "atomic_write_text", "progress"]

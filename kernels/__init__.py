@@ -1,0 +1,33 @@
+"""Numba kernels (``asrkit.kernels``): CTC, LSTM and sequence kernels on numpy, CPU and CUDA.
+
+The signatures of ``ctc_loss``, ``lstm_forward`` and ``lstm_backward`` are fixed by DESIGN.md.
+Every kernel takes ``device=`` (``"reference"``, ``"cpu"``, ``"cuda"``; None follows the arrays).
+Names are imported lazily from the modules that hold them (see ``_EXPORTS``).
+"""
+
+from asrkit._lazy import lazy_exports
+
+_EXPORTS = {
+    "DEVICES": "asrkit.kernels._device",
+    "DeviceUnavailableError": "asrkit.kernels._device",
+    "resolve_device": "asrkit.kernels._device",
+    "ctc_loss": "asrkit.kernels.ctc",
+    "ctc_align": "asrkit.kernels.ctc",
+    "lstm_forward": "asrkit.kernels.lstm",
+    "lstm_backward": "asrkit.kernels.lstm",
+    "blstm_forward": "asrkit.kernels.lstm",
+    "blstm_backward": "asrkit.kernels.lstm",
+    "masked_softmax": "asrkit.kernels.sequence",
+    "masked_log_softmax": "asrkit.kernels.sequence",
+    "masked_sum": "asrkit.kernels.sequence",
+    "masked_mean": "asrkit.kernels.sequence",
+    "sequence_reverse": "asrkit.kernels.sequence",
+    "splice_frames": "asrkit.kernels.sequence",
+    "stack_frames": "asrkit.kernels.sequence",
+    "subsample_frames": "asrkit.kernels.sequence",
+    "pad_sequences": "asrkit.kernels.sequence",
+    "unpad_sequences": "asrkit.kernels.sequence",
+}
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = list(_EXPORTS)
