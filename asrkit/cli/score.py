@@ -1,0 +1,55 @@
+"""Score hypotheses against references: WER or CER with an sclite-style alignment report.
+
+REF and HYP are Kaldi `text` files (`utt-id word word ...`). Prints each utterance's alignment
+(REF/HYP/Eval lines), then Kaldi's `%WER ... [ errors / words, ins, del, sub ]` line.
+
+Examples:
+  asrkit score data/test/text exp/decode/hyp.txt
+  asrkit score --cer --worst 10 ref.txt hyp.txt
+  asrkit score --json ref.txt hyp.txt
+"""
+
+from __future__ import annotations
+
+import json
+
+COMMAND = "score"
+HELP = "compute WER/CER of hypotheses against references, with per-utterance alignments"
+
+
+def add_arguments(parser) -> None:
+    """Arguments: REF HYP, --cer, --worst N, --summary-only, --json, --report FILE."""
+    parser.add_argument("ref", help="reference Kaldi text file")
+    parser.add_argument("hyp", help="hypothesis Kaldi text file")
+    parser.add_argument("--cer", action="store_true", help="character error rate instead of WER")
+    parser.add_argument("--keep-spaces", action="store_true",
+                        help="with --cer, count spaces between words as characters")
+    parser.add_argument("--worst", type=int, default=None,
+                        help="show only the N utterances with most errors")
+    parser.add_argument("--summary-only", action="store_true", help="print only the totals")
+    parser.add_argument("--report", default=None, help="also write the full report to FILE")
+    parser.add_argument("--json", action="store_true", help="print totals and counts as JSON")
+
+
+def run(args) -> int:
+    """Score and print; exit 0 on success, 2 on unreadable or inconsistent input."""
+    from asrkit.cli.main import CommandError
+    from asrkit.decoders.scoring import read_text_table, score_texts
+    from asrkit.utils import atomic_write_text
+
+    try:
+        ref = read_text_table(args.ref)
+        hyp = read_text_table(args.hyp)
+        rep = score_texts(ref, hyp, unit="char" if args.cer else "word",
+                          keep_spaces=args.keep_spaces)
+    except (OSError, ValueError) as e:
+        raise CommandError(str(e)) from e
+    if args.report:
+        atomic_write_text(args.report, rep.report() + "\n")
+    if args.json:
+        print(json.dumps(rep.as_dict(), indent=2))
+    elif args.summary_only:
+        print(rep.summary_line())
+    else:
+        print(rep.report(worst=args.worst))
+    return 0

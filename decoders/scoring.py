@@ -1,0 +1,213 @@
+"""Word and character error rates with sclite-style alignments.
+
+``align(ref, hyp)`` is a Levenshtein alignment with Kaldi's ``compute-wer`` costs (substitution,
+insertion and deletion each cost 1); among alignments of equal cost it prefers substitutions, then
+deletions, then insertions, as sclite does when printing. ``score_texts`` compares two Kaldi
+``text`` tables (``utt-id word word ...``) and returns totals plus one alignment per utterance.
+
+CER is computed on characters with word boundaries removed (``"a b" -> ["a", "b"]``), as ESPnet
+and icefall report it; pass ``keep_spaces=True`` to count the spaces as characters too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+CORRECT, SUB, INS, DEL = "C", "S", "I", "D"
+
+
+@dataclasses.dataclass
+class Alignment:
+    """One utterance's alignment: parallel lists of reference/hypothesis tokens and edit ops.
+
+    ``ref[i]`` is None for an insertion, ``hyp[i]`` is None for a deletion; ``ops[i]`` is one of
+    "C", "S", "I", "D".
+    """
+
+    ref: list[str | None]
+    hyp: list[str | None]
+    ops: list[str]
+
+    def count(self, op: str) -> int:
+        """Number of edit operations of kind ``op`` ("C", "S", "I" or "D")."""
+        return sum(o == op for o in self.ops)
+
+    @property
+    def errors(self) -> int:
+        """Substitutions + deletions + insertions."""
+        return sum(o != CORRECT for o in self.ops)
+
+    @property
+    def num_ref(self) -> int:
+        """Number of reference tokens."""
+        return sum(r is not None for r in self.ref)
+
+    def pretty(self) -> str:
+        """Three sclite-style lines: REF, HYP and EVAL, columns padded to equal width."""
+        refs, hyps, evals = [], [], []
+        for r, h, o in zip(self.ref, self.hyp, self.ops):
+            r_s = "*" * len(h or "") if r is None else (r if o == CORRECT else r.upper())
+            h_s = "*" * len(r or "") if h is None else (h if o == CORRECT else h.upper())
+            w = max(len(r_s), len(h_s), 1)
+            refs.append(r_s.ljust(w))
+            hyps.append(h_s.ljust(w))
+            evals.append(("" if o == CORRECT else o).ljust(w))
+        return "REF:  " + " ".join(refs) + "\nHYP:  " + " ".join(hyps) + "\nEval: " + \
+            " ".join(evals).rstrip()
+
+
+def align(ref: Sequence[str], hyp: Sequence[str]) -> Alignment:
+    """Minimum-edit-distance alignment of token lists ``ref`` and ``hyp``."""
+    n, m = len(ref), len(hyp)
+    # cost[i][j]: edit distance of ref[:i] and hyp[:j]
+    cost = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(1, n + 1):
+        cost[i][0] = i
+    for j in range(1, m + 1):
+        cost[0][j] = j
+    for i in range(1, n + 1):
+        ri = ref[i - 1]
+        row, prev = cost[i], cost[i - 1]
+        for j in range(1, m + 1):
+            diag = prev[j - 1] + (ri != hyp[j - 1])
+            row[j] = min(diag, prev[j] + 1, row[j - 1] + 1)
+    refs: list[str | None] = []
+    hyps: list[str | None] = []
+    ops: list[str] = []
+    i, j = n, m
+    while i > 0 or j > 0:
+        if i > 0 and j > 0 and cost[i][j] == cost[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]):
+            refs.append(ref[i - 1])
+            hyps.append(hyp[j - 1])
+            ops.append(CORRECT if ref[i - 1] == hyp[j - 1] else SUB)
+            i, j = i - 1, j - 1
+        elif i > 0 and cost[i][j] == cost[i - 1][j] + 1:
+            refs.append(ref[i - 1])
+            hyps.append(None)
+            ops.append(DEL)
+            i -= 1
+        else:
+            refs.append(None)
+            hyps.append(hyp[j - 1])
+            ops.append(INS)
+            j -= 1
+    return Alignment(refs[::-1], hyps[::-1], ops[::-1])
+
+
+def tokenize(text: str, unit: str = "word", keep_spaces: bool = False) -> list[str]:
+    """Split a transcript into words (``unit="word"``) or characters (``unit="char"``)."""
+    words = text.split()
+    if unit == "word":
+        return words
+    if unit != "char":
+        raise ValueError(f"unit must be 'word' or 'char', got {unit!r}")
+    return list(" ".join(words)) if keep_spaces else [c for w in words for c in w]
+
+
+@dataclasses.dataclass
+class ScoreReport:
+    """Totals over a test set plus each utterance's alignment (``None`` hypothesis = missing)."""
+
+    unit: str
+    num_sentences: int
+    num_ref: int
+    correct: int
+    substitutions: int
+    deletions: int
+    insertions: int
+    sentence_errors: int
+    missing_hyps: list[str]
+    alignments: dict[str, Alignment]
+
+    @property
+    def errors(self) -> int:
+        """Substitutions + deletions + insertions over the set."""
+        return self.substitutions + self.deletions + self.insertions
+
+    @property
+    def error_rate(self) -> float:
+        """Errors / reference tokens, in percent (WER or CER); 0 for an empty reference."""
+        return 100.0 * self.errors / self.num_ref if self.num_ref else 0.0
+
+    def summary_line(self) -> str:
+        """Kaldi compute-wer's line, e.g. ``%WER 12.50 [ 1 / 8, 0 ins, 0 del, 1 sub ]``."""
+        name = "WER" if self.unit == "word" else "CER"
+        return (f"%{name} {self.error_rate:.2f} [ {self.errors} / {self.num_ref}, "
+                f"{self.insertions} ins, {self.deletions} del, {self.substitutions} sub ]")
+
+    def as_dict(self) -> dict:
+        """JSON-ready totals and per-utterance counts."""
+        return {
+            "unit": self.unit, "error_rate": self.error_rate, "errors": self.errors,
+            "num_ref": self.num_ref, "num_sentences": self.num_sentences,
+            "correct": self.correct, "substitutions": self.substitutions,
+            "deletions": self.deletions, "insertions": self.insertions,
+            "sentence_error_rate": 100.0 * self.sentence_errors / max(self.num_sentences, 1),
+            "missing_hyps": self.missing_hyps,
+            "utterances": {u: {"errors": a.errors, "num_ref": a.num_ref,
+                               "sub": a.count(SUB), "del": a.count(DEL), "ins": a.count(INS)}
+                           for u, a in self.alignments.items()},
+        }
+
+    def report(self, worst: int | None = None) -> str:
+        """sclite-style text report: per-utterance alignments (worst first if ``worst``), totals."""
+        items = list(self.alignments.items())
+        if worst is not None:
+            items = sorted(items, key=lambda kv: (-kv[1].errors, kv[0]))[:worst]
+        lines = []
+        for utt, a in items:
+            lines.append(f"id: {utt}")
+            lines.append(f"Scores: (#C #S #D #I) {a.count(CORRECT)} {a.count(SUB)} "
+                         f"{a.count(DEL)} {a.count(INS)}")
+            lines.append(a.pretty())
+            lines.append("")
+        ser = 100.0 * self.sentence_errors / max(self.num_sentences, 1)
+        lines.append(self.summary_line())
+        lines.append(f"%SER {ser:.2f} [ {self.sentence_errors} / {self.num_sentences} ]")
+        if self.missing_hyps:
+            lines.append(f"missing hypotheses (scored as deletions): {len(self.missing_hyps)}")
+        return "\n".join(lines)
+
+
+def score_texts(ref: dict[str, str], hyp: dict[str, str], unit: str = "word",
+                keep_spaces: bool = False) -> ScoreReport:
+    """Score hypothesis transcripts against references, both ``utt_id -> text``.
+
+    Utterances missing from ``hyp`` count as all deletions (and are listed); hypotheses for
+    utterances not in ``ref`` raise ValueError naming them, as Kaldi's compute-wer does in strict
+    mode.
+    """
+    extra = sorted(set(hyp) - set(ref))
+    if extra:
+        raise ValueError(f"{len(extra)} hypothesis utterance(s) have no reference, e.g. "
+                         f"{extra[0]!r}")
+    totals = dict.fromkeys((CORRECT, SUB, INS, DEL), 0)
+    alignments, missing, sent_err, num_ref = {}, [], 0, 0
+    for utt in sorted(ref):
+        if utt not in hyp:
+            missing.append(utt)
+        a = align(tokenize(ref[utt], unit, keep_spaces), tokenize(hyp.get(utt, ""), unit,
+                                                                     keep_spaces))
+        alignments[utt] = a
+        for op in a.ops:
+            totals[op] += 1
+        num_ref += a.num_ref
+        sent_err += a.errors > 0
+    return ScoreReport(unit, len(ref), num_ref, totals[CORRECT], totals[SUB], totals[DEL],
+                       totals[INS], sent_err, missing, alignments)
+
+
+def read_text_table(path: str) -> dict[str, str]:
+    """Read a Kaldi ``text`` file (``utt-id transcript``) into a dict; errors name file:line."""
+    table: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            utt, _, text = line.partition(" ")
+            if utt in table:
+                raise ValueError(f"{path}:{lineno}: duplicate utterance id {utt!r}")
+            table[utt] = text.strip()
+    return table

@@ -1,0 +1,78 @@
+"""WER/CER scoring against jiwer, and the sclite-style report and command."""
+
+import json
+import subprocess
+import sys
+
+import jiwer
+import numpy as np
+import pytest
+
+from asrkit.decoders.scoring import align, score_texts, tokenize
+
+VOCAB = ["one", "two", "three", "four", "oh", "five"]
+
+
+def _random_sentence(rng, max_len=8):
+    return " ".join(rng.choice(VOCAB, size=rng.integers(0, max_len + 1)))
+
+
+def test_alignment_counts_match_edit_distance_of_jiwer(rng):
+    refs, hyps = [], []
+    for _ in range(200):
+        r = _random_sentence(rng) or "one"
+        h = _random_sentence(rng)
+        refs.append(r)
+        hyps.append(h)
+        a = align(r.split(), h.split())
+        out = jiwer.process_words(r, h)
+        assert a.errors == out.substitutions + out.deletions + out.insertions
+        # the alignment is consistent: removing Nones from each side gives the inputs back
+        assert [t for t in a.ref if t is not None] == r.split()
+        assert [t for t in a.hyp if t is not None] == h.split()
+    rep = score_texts({str(i): r for i, r in enumerate(refs)},
+                      {str(i): h for i, h in enumerate(hyps)})
+    assert rep.error_rate == pytest.approx(100 * jiwer.wer(refs, hyps))
+
+
+def test_cer_matches_jiwer_without_spaces(rng):
+    refs = [_random_sentence(rng) or "oh" for _ in range(50)]
+    hyps = [_random_sentence(rng) for _ in range(50)]
+    rep = score_texts(dict(enumerate(refs)), dict(enumerate(hyps)), unit="char")
+    expect = jiwer.cer([r.replace(" ", "") for r in refs], [h.replace(" ", "") for h in hyps])
+    assert rep.error_rate == pytest.approx(100 * expect)
+    assert tokenize("ab c", "char", keep_spaces=True) == ["a", "b", " ", "c"]
+
+
+def test_known_alignment_and_report():
+    a = align("the cat sat on the mat".split(), "the cat sat in mat mat too".split())
+    assert (a.count("S"), a.count("D"), a.count("I")) == (2, 0, 1)
+    rep = score_texts({"u1": "the cat sat on the mat", "u2": "one two"}, {"u1":
+                      "the cat sat in mat mat too"})
+    assert rep.missing_hyps == ["u2"]
+    assert rep.deletions == 2 and rep.num_ref == 8
+    assert rep.summary_line() == "%WER 62.50 [ 5 / 8, 1 ins, 2 del, 2 sub ]"
+    text = rep.report()
+    assert "id: u1" in text and "REF:" in text and "%SER 100.00 [ 2 / 2 ]" in text
+
+
+def test_extra_hypothesis_is_an_error():
+    with pytest.raises(ValueError, match="no reference"):
+        score_texts({"a": "x"}, {"a": "x", "b": "y"})
+
+
+def test_score_command(tmp_path):
+    (tmp_path / "ref").write_text("u1 one two three\nu2 four five\n")
+    (tmp_path / "hyp").write_text("u1 one too three\nu2 four five\n")
+    cmd = [sys.executable, "-m", "asrkit", "score"]
+    r = subprocess.run(cmd + [str(tmp_path / "ref"), str(tmp_path / "hyp")],
+                       capture_output=True, text=True, check=True)
+    assert "%WER 20.00 [ 1 / 5, 0 ins, 0 del, 1 sub ]" in r.stdout
+    r = subprocess.run(cmd + ["--json", str(tmp_path / "ref"), str(tmp_path / "hyp")],
+                       capture_output=True, text=True, check=True)
+    d = json.loads(r.stdout)
+    assert d["substitutions"] == 1 and np.isclose(d["error_rate"], 20.0)
+    (tmp_path / "dup").write_text("u1 a\nu1 b\n")
+    r = subprocess.run(cmd + [str(tmp_path / "dup"), str(tmp_path / "hyp")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "dup:2: duplicate utterance id 'u1'" in r.stderr
