@@ -48,6 +48,14 @@ class GraphArrays:
         return len(self.final)
 
     @classmethod
+    def from_fst(cls, fst) -> GraphArrays:
+        """View an ``asrkit.decoders.fst.Fst`` (same CSR layout) as search arrays."""
+        return cls(np.asarray(fst.offsets, np.int64), np.asarray(fst.dst, np.int32),
+                   np.asarray(fst.ilabel, np.int32), np.asarray(fst.olabel, np.int32),
+                   np.asarray(fst.weight, np.float32), np.asarray(fst.final, np.float32),
+                   int(fst.start))
+
+    @classmethod
     def from_arcs(cls, num_states: int, start: int, arcs, finals: dict) -> GraphArrays:
         """Build from ``arcs`` = iterable of (src, dst, ilabel, olabel, weight) and finals."""
         arcs = sorted(arcs, key=lambda a: a[0])
