@@ -27,7 +27,7 @@ MODEL = GRAPH | {"asrkit.layers", "asrkit.losses", "asrkit.learners", "asrkit.fe
                  "asrkit.io"}
 UPPER = MODEL | {"asrkit.distributed", "asrkit.config", "asrkit.export", "asrkit.lm",
                  "asrkit.decoders"}
-EVERYTHING = UPPER | {"asrkit.cli", "asrkit.bench"}
+EVERYTHING = UPPER | {"asrkit.cli", "asrkit.bench", "asrkit.report"}
 
 # component -> components it may import (a component may always import itself)
 ALLOWED = {
@@ -48,6 +48,7 @@ ALLOWED = {
     "asrkit.export": MODEL | {"asrkit.config"},
     "asrkit.cli": EVERYTHING,
     "asrkit.bench": EVERYTHING,
+    "asrkit.report": EVERYTHING,
 }
 
 
