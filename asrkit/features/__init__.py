@@ -17,7 +17,13 @@ _EXPORTS = {
     "cmvn_stats": "asrkit.features.cmvn",
     "accumulate_cmvn_stats": "asrkit.features.cmvn",
     "apply_cmvn": "asrkit.features.cmvn",
+    "apply_cmvn_sliding": "asrkit.features.cmvn",
+    "apply_cmvn_corpus": "asrkit.features.cmvn",
+    "speaker_cmvn_stats": "asrkit.features.cmvn",
+    "global_cmvn_stats": "asrkit.features.cmvn",
+    "utterance_cmvn_batch": "asrkit.features.cmvn",
     "add_deltas": "asrkit.features.deltas",
+    "add_deltas_batch": "asrkit.features.deltas",
     # augmentation and perturbation (seeded)
     "spec_augment": "asrkit.features.augment",
     "time_warp": "asrkit.features.augment",
@@ -25,7 +31,11 @@ _EXPORTS = {
     "time_mask": "asrkit.features.augment",
     "resample": "asrkit.features.perturb",
     "speed_perturb": "asrkit.features.perturb",
+    "volume_perturb": "asrkit.features.perturb",
     "add_noise": "asrkit.features.perturb",
+    "make_noise": "asrkit.features.perturb",
+    "synthetic_rir": "asrkit.features.perturb",
+    "reverberate": "asrkit.features.perturb",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
