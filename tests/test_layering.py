@@ -26,7 +26,7 @@ GRAPH = LOW | {"asrkit.graph", "asrkit.ops"}
 MODEL = GRAPH | {"asrkit.layers", "asrkit.losses", "asrkit.learners", "asrkit.features",
                  "asrkit.io"}
 UPPER = MODEL | {"asrkit.distributed", "asrkit.config", "asrkit.export", "asrkit.lm",
-                 "asrkit.decoders"}
+                 "asrkit.decoders", "asrkit.training", "asrkit.models"}
 EVERYTHING = UPPER | {"asrkit.cli", "asrkit.bench", "asrkit.report"}
 
 # component -> components it may import (a component may always import itself)
@@ -45,7 +45,9 @@ ALLOWED = {
     "asrkit.learners": GRAPH | {"asrkit.layers", "asrkit.losses"},
     "asrkit.distributed": MODEL | {"asrkit.config"},
     "asrkit.config": MODEL,
-    "asrkit.export": MODEL | {"asrkit.config"},
+    "asrkit.export": MODEL | {"asrkit.config", "asrkit.models"},
+    "asrkit.training": MODEL | {"asrkit.distributed", "asrkit.config", "asrkit.models"},
+    "asrkit.models": MODEL | {"asrkit.config"},
     "asrkit.cli": EVERYTHING,
     "asrkit.bench": EVERYTHING,
     "asrkit.report": EVERYTHING,
