@@ -1,0 +1,49 @@
+"""Data I/O (``asrkit.io``): audio files, Kaldi data directories, Kaldi ark/scp tables, and
+feature-extraction configs.
+
+- ``load_audio`` / ``save_audio``: soundfile-backed audio, float or int16 scale (Kaldi parity);
+- ``DataDir``, ``validate_data_dir``, ``fix_data_dir``: Kaldi data directories;
+- ``read_table``, ``TableWriter``, ``RandomAccessTable``: Kaldi archives and script files;
+- ``load_feature_config``: the TOML configs of ``asrkit compute-features``.
+"""
+
+from asrkit.io.audio import AudioError, audio_info, load_audio, save_audio
+from asrkit.io.datadir import (
+    DataDir,
+    DataDirError,
+    FixReport,
+    Problem,
+    Utterance,
+    fix_data_dir,
+    split_evenly,
+    validate_data_dir,
+)
+from asrkit.io.feature_config import (
+    ConfigError,
+    FeatureConfig,
+    load_feature_config,
+    parse_feature_config,
+)
+from asrkit.io.kaldi_tables import (
+    RandomAccessTable,
+    TableError,
+    TableWriter,
+    read_rxfilename,
+    read_script,
+    read_table,
+    read_table_dict,
+    read_value,
+    write_script,
+    write_table,
+    write_value,
+)
+from asrkit.io.wavscp import load_rxfilename, read_rxfilename_bytes
+
+__all__ = [
+    "AudioError", "ConfigError", "DataDir", "DataDirError", "FeatureConfig", "FixReport",
+    "Problem", "RandomAccessTable", "TableError", "TableWriter", "Utterance", "audio_info",
+    "fix_data_dir", "load_audio", "load_feature_config", "load_rxfilename",
+    "parse_feature_config", "read_rxfilename", "read_rxfilename_bytes", "read_script",
+    "read_table", "read_table_dict", "read_value", "save_audio", "split_evenly",
+    "validate_data_dir", "write_script", "write_table", "write_value",
+]
