@@ -26,7 +26,8 @@ GRAPH = LOW | {"asrkit.graph", "asrkit.ops"}
 MODEL = GRAPH | {"asrkit.layers", "asrkit.losses", "asrkit.learners", "asrkit.features",
                  "asrkit.io"}
 UPPER = MODEL | {"asrkit.distributed", "asrkit.config", "asrkit.export", "asrkit.lm",
-                 "asrkit.decoders", "asrkit.training", "asrkit.models"}
+                 "asrkit.decoders", "asrkit.training", "asrkit.models",
+                 "asrkit.nnlm"}
 EVERYTHING = UPPER | {"asrkit.cli", "asrkit.bench", "asrkit.report"}
 
 # component -> components it may import (a component may always import itself)
@@ -48,6 +49,7 @@ ALLOWED = {
     "asrkit.export": MODEL | {"asrkit.config", "asrkit.models"},
     "asrkit.training": MODEL | {"asrkit.distributed", "asrkit.config", "asrkit.models"},
     "asrkit.models": MODEL | {"asrkit.config"},
+    "asrkit.nnlm": MODEL | {"asrkit.lm"},
     "asrkit.cli": EVERYTHING,
     "asrkit.bench": EVERYTHING,
     "asrkit.report": EVERYTHING,
