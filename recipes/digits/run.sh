@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Connected digits, end to end: synthetic corpus -> features -> BLSTM-CTC -> graphs -> decode -> WER.
+#
+#   recipes/digits/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--test-speakers N]
+#                         [--utts-per-speaker N] [--epochs N] [--jobs N]
+#
+# Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
+#   0 data      synthesise the corpus with eSpeak NG (train/test split by voice)
+#   1 features  40-dim fbank + per-speaker CMVN stats (asrkit compute-features)
+#   2 lang      tokens, lexicon, 3-gram LM on the training transcripts (asrkit lm train)
+#   3 train     BLSTM-CTC acoustic model (asrkit train conf/train.toml)
+#   4 graph     TLG for a digit loop and for the 3-gram LM (asrkit graph build)
+#   5 decode    Viterbi beam search over both graphs (asrkit decode), scored (asrkit score)
+#   6 final     exp/final/: a self-contained model directory for asrkit transcribe; report.html
+set -euo pipefail
+cd "$(dirname "$0")"
+
+stage=0
+stop_stage=100
+train_speakers=160
+test_speakers=40
+utts_per_speaker=20
+epochs=12
+jobs=2
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stage) stage=$2; shift 2 ;;
+    --stop-stage) stop_stage=$2; shift 2 ;;
+    --train-speakers) train_speakers=$2; shift 2 ;;
+    --test-speakers) test_speakers=$2; shift 2 ;;
+    --utts-per-speaker) utts_per_speaker=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+command -v asrkit >/dev/null || { echo "run.sh: 'asrkit' is not on PATH (activate the venv)" >&2; exit 1; }
+python=$(dirname "$(command -v asrkit)")/python
+[ -x "$python" ] || python=python3
+mkdir -p exp/log
+echo "# $(date -u +%FT%TZ) $0 $*" >> exp/commands.txt
+
+run_stage() {  # run_stage N NAME CMD...: run CMD if N is in [stage, stop_stage], logged and timed
+  local n=$1 name=$2; shift 2
+  if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then return 0; fi
+  echo "stage $n: $name"
+  local t0=$SECONDS
+  if ! "$@" > "exp/log/stage$n.log" 2>&1; then
+    echo "stage $n ($name) failed; the end of exp/log/stage$n.log:" >&2
+    tail -n 30 "exp/log/stage$n.log" >&2
+    exit 1
+  fi
+  echo "stage $n: $name done in $((SECONDS - t0)) s"
+}
+
+log() { echo "$*" >> exp/commands.txt; "$@"; }
+
+stage_data() {
+  log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \
+    --test-speakers "$test_speakers" --utts-per-speaker "$utts_per_speaker"
+}
+
+stage_features() {
+  for part in train test; do
+    log asrkit compute-features "data/$part" --config conf/fbank.toml --out "data/fbank/$part" \
+      --jobs "$jobs"
+  done
+}
+
+stage_lang() {
+  log "$python" local/prepare_lang.py data/train/text data/lang
+  log asrkit lm train --order 3 --text data/lang/lm_text.txt --output data/lang/G.arpa
+}
+
+stage_train() {
+  log asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs"
+}
+
+stage_graph() {
+  log asrkit graph build --tokens data/lang/tokens.txt --lexicon data/lang/lexicon.txt \
+    --word-loop --out exp/graph_loop
+  log asrkit graph build --tokens data/lang/tokens.txt --lexicon data/lang/lexicon.txt \
+    --lm data/lang/G.arpa --out exp/graph_tg
+}
+
+stage_decode() {
+  for graph in loop tg; do
+    log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/fbank/test \
+      --out "exp/blstm/decode_test_$graph"
+    log asrkit score --report "exp/blstm/decode_test_$graph/wer_details.txt" \
+      data/test/text "exp/blstm/decode_test_$graph/hyp.txt"
+  done
+}
+
+stage_final() {
+  log asrkit model package --model exp/blstm/final.mdl --graph exp/graph_tg \
+    --features conf/fbank.toml --out exp/final
+  log asrkit report exp/blstm --title "digits: BLSTM-CTC" --out exp/blstm/report.html
+}
+
+run_stage 0 data stage_data
+run_stage 1 features stage_features
+run_stage 2 lang stage_lang
+run_stage 3 train stage_train
+run_stage 4 graph stage_graph
+run_stage 5 decode stage_decode
+run_stage 6 final stage_final
+
+for graph in loop tg; do
+  f=exp/blstm/decode_test_$graph/hyp.txt
+  [ -f "$f" ] && echo "test ($graph): $(asrkit score --summary-only data/test/text "$f")"
+done
+exit 0
