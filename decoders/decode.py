@@ -1,0 +1,107 @@
+"""Decoding utterances with a graph folder: Viterbi search, n-best, word times, confidences.
+
+``DecodingGraph.load(folder)`` reads what ``asrkit graph build`` writes (``TLG.npz``,
+``words.txt``, ``graph.json``); ``decode_utterance`` runs the search on one ``[T, C]`` matrix of
+log-probabilities and returns words, CTM timings with n-best confidences and the n-best list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+from asrkit.decoders.ctm import WordTiming, nbest_confidences, word_timings
+from asrkit.decoders.viterbi import GraphArrays, viterbi_decode
+
+
+@dataclasses.dataclass
+class DecodeOptions:
+    """Search options, with Kaldi's names (``--beam``, ``--max-active``, ``--acoustic-scale``)."""
+
+    beam: float = 16.0                # search beam (cost units, natural log)
+    max_active: int = 7000            # most tokens kept per frame
+    min_active: int = 200
+    acoustic_scale: float = 1.0       # multiplies the network's log-probabilities
+    word_insertion_penalty: float = 0.0  # cost per output word (negative favours words)
+    lattice_beam: float = 8.0         # links kept for the n-best list / confidences
+    nbest: int = 10                   # hypotheses kept (1: no lattice work)
+    frame_shift: float = 0.01         # seconds per network output frame (x subsampling)
+
+
+@dataclasses.dataclass
+class DecodingGraph:
+    """A decoding graph as search arrays plus its word symbols and build info."""
+
+    arrays: GraphArrays
+    words: dict[int, str]
+    ilabel_offset: int
+    info: dict
+
+    @classmethod
+    def load(cls, folder: str) -> DecodingGraph:
+        """Read a graph folder written by ``asrkit graph build``; errors name the file."""
+        from asrkit.decoders.fst import load_fst
+
+        tlg_path = os.path.join(folder, "TLG.npz")
+        if not os.path.exists(tlg_path):
+            raise FileNotFoundError(f"{tlg_path}: no decoding graph (run asrkit graph build)")
+        info = {}
+        info_path = os.path.join(folder, "graph.json")
+        if os.path.exists(info_path):
+            with open(info_path, encoding="utf-8") as f:
+                info = json.load(f)
+        words = {}
+        with open(os.path.join(folder, "words.txt"), encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                fields = line.split()
+                if not fields:
+                    continue
+                if len(fields) != 2 or not fields[1].isdigit():
+                    raise ValueError(f"{folder}/words.txt:{lineno}: expected 'word id'")
+                words[int(fields[1])] = fields[0]
+        fst = load_fst(tlg_path)
+        return cls(GraphArrays.from_fst(fst), words, int(info.get("ilabel_offset", 1)), info)
+
+
+@dataclasses.dataclass
+class UtteranceResult:
+    """One decoded utterance."""
+
+    words: list[str]
+    timings: list[WordTiming]
+    nbest: list[tuple[list[str], float]]
+    cost: float
+    reached_final: bool
+
+    @property
+    def text(self) -> str:
+        """The 1-best words joined by spaces."""
+        return " ".join(self.words)
+
+
+def decode_utterance(graph: DecodingGraph, log_probs: np.ndarray,
+                     opts: DecodeOptions | None = None) -> UtteranceResult:
+    """Decode ``log_probs`` float32 [T, C] (network log-softmax outputs) with ``graph``."""
+    from asrkit.decoders.lattice import nbest as lattice_nbest
+
+    opts = opts or DecodeOptions()
+    want_lattice = opts.nbest > 1
+    res = viterbi_decode(graph.arrays, log_probs, beam=opts.beam, max_active=opts.max_active,
+                         min_active=opts.min_active, acoustic_scale=opts.acoustic_scale,
+                         word_insertion_penalty=opts.word_insertion_penalty,
+                         ilabel_offset=graph.ilabel_offset,
+                         lattice_beam=opts.lattice_beam if want_lattice else None)
+    words = [graph.words.get(w, f"<{w}>") for w in res.words]
+    nbest: list[tuple[list[str], float]] = [(words, res.cost)]
+    if want_lattice and res.lattice_links is not None and len(res.lattice_links):
+        found = lattice_nbest(res, opts.nbest)
+        if found:
+            nbest = [([graph.words.get(w, f"<{w}>") for w in ws], c) for ws, c in found]
+            if nbest[0][0] != words:  # ties: keep the search's own best first
+                nbest.insert(0, (words, res.cost))
+    conf = nbest_confidences(nbest) if len(nbest) > 1 else [1.0] * len(words)
+    timings = word_timings(words, res.word_frames, opts.frame_shift, conf)
+    return UtteranceResult(words, timings, nbest, res.cost, res.reached_final)

@@ -1,0 +1,66 @@
+"""asrkit decode on a table of log-probabilities with a graph built by asrkit graph build."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from asrkit.io import TableWriter
+
+TOKENS = ["<blk>", "one", "two", "three"]
+
+
+def _peaked(seq, rng, frames_per_token=3):
+    """Log-probs that spell ``seq`` (token names) with blanks between tokens, plus noise."""
+    rows = []
+    for tok in seq:
+        for _ in range(frames_per_token):
+            p = rng.dirichlet(np.ones(len(TOKENS)) * 0.3) * 0.2
+            p[TOKENS.index(tok)] += 0.8
+            rows.append(p)
+        p = rng.dirichlet(np.ones(len(TOKENS))) * 0.2
+        p[0] += 0.8
+        rows.append(p)
+    return np.log(np.array(rows, np.float32))
+
+
+def _asrkit(*args):
+    return subprocess.run([sys.executable, "-m", "asrkit", *args], capture_output=True,
+                          text=True)
+
+
+def test_decode_logprobs_with_word_loop_and_lm(tmp_path, rng):
+    (tmp_path / "tokens.txt").write_text("".join(f"{t} {i}\n" for i, t in enumerate(TOKENS)))
+    (tmp_path / "lexicon.txt").write_text("one one\ntwo two\nthree three\n")
+    (tmp_path / "lm.txt").write_text("one two three\ntwo two\nthree one\n" * 5)
+    r = _asrkit("lm", "train", "--order", "2", "--text", str(tmp_path / "lm.txt"),
+                "--output", str(tmp_path / "G.arpa"))
+    assert r.returncode == 0, r.stderr
+    utts = {"u1": ["one", "two", "three"], "u2": ["two", "two"], "u3": ["three"],
+            "u4": ["one", "one", "two"]}
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("".join(f"{u} {' '.join(w)}\n" for u, w in utts.items()))
+    with TableWriter(f"ark:{tmp_path / 'logp.ark'}") as w:
+        for u, words in utts.items():
+            w.write(u, _peaked(words, rng))
+        w.write("bad", np.zeros((5, 7), np.float32))  # wrong token count: reported, skipped
+    for name, grammar in (("loop", ["--word-loop"]), ("lm", ["--lm", str(tmp_path / "G.arpa")])):
+        r = _asrkit("graph", "build", "--tokens", str(tmp_path / "tokens.txt"), "--lexicon",
+                    str(tmp_path / "lexicon.txt"), *grammar, "--out", str(tmp_path / name))
+        assert r.returncode == 0, r.stderr
+        out = tmp_path / f"dec_{name}"
+        r = _asrkit("decode", "--graph", str(tmp_path / name), "--logprobs",
+                    f"ark:{tmp_path / 'logp.ark'}", str(data), "--out", str(out), "--json")
+        assert r.returncode == 0, r.stderr
+        summary = json.loads(r.stdout)
+        assert summary["decoded"] == 4 and summary["failed"] == 1 and summary["wer"] == 0.0
+        assert "bad: scores have shape (5, 7)" in r.stderr
+        hyp = dict(line.split(" ", 1) for line in (out / "hyp.txt").read_text().splitlines())
+        assert hyp["u2"] == "two two" and hyp["u4"] == "one one two"
+        ctm = (out / "ctm").read_text().splitlines()
+        assert ctm[0].startswith("u1 1 0.000 ") and ctm[0].split()[4] == "one"
+        assert 0.0 < float(ctm[0].split()[5]) <= 1.0
+        assert (out / "nbest.txt").read_text().startswith("u1-1 ")
+        assert "%WER 0.00" in (out / "wer.txt").read_text()
