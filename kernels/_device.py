@@ -17,8 +17,9 @@ class DeviceUnavailableError(RuntimeError):
 
 
 def is_cuda_array(a) -> bool:
-    """True for numba/cupy/torch CUDA arrays (they expose ``__cuda_array_interface__``)."""
-    return hasattr(a, "__cuda_array_interface__")
+    """True for numba/cupy/torch CUDA arrays (they expose ``__cuda_array_interface__``) and for
+    the simulator's device arrays (``__cuda_ndarray__``), which lack that interface."""
+    return hasattr(a, "__cuda_array_interface__") or getattr(a, "__cuda_ndarray__", False)
 
 
 def resolve_device(device: str | None, *arrays) -> str:
