@@ -23,12 +23,7 @@ import difflib
 import hashlib
 import json
 import os
-import sys
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+import tomllib
 
 CMVN_MODES = ("speaker", "utterance", "global", "none")
 _TOP_TABLES = ("features", "cmvn", "audio")
