@@ -1,0 +1,42 @@
+"""Make a self-contained model folder for asrkit transcribe / align / export.
+
+The folder holds the model, its feature config, a decoding graph, tokens, lexicon and a
+manifest (CMVN settings, frame shift), and needs nothing else to transcribe audio.
+
+Example:
+  asrkit package --model exp/blstm/final.mdl --features conf/fbank.toml --graph exp/graph_tg \
+      --out exp/final
+"""
+
+from __future__ import annotations
+
+import json
+
+COMMAND = "package"
+HELP = "bundle model, feature config, graph and lexicon into one model folder"
+
+
+def add_arguments(parser) -> None:
+    """Options: --model, --features, --graph, --lexicon, --cmvn, --out."""
+    parser.add_argument("--model", required=True, help="model file (asrkit train's final.mdl)")
+    parser.add_argument("--features", required=True, help="feature config TOML used in training")
+    parser.add_argument("--graph", default=None, help="graph folder from asrkit graph build")
+    parser.add_argument("--lexicon", default=None,
+                        help="lexicon.txt (default: the one the graph was built from)")
+    parser.add_argument("--cmvn", choices=["speaker", "utterance", "none"], default=None,
+                        help="feature normalisation (default: as the model was trained)")
+    parser.add_argument("--out", required=True, help="model folder to write")
+
+
+def run(args) -> int:
+    """Write the folder and print its manifest."""
+    from asrkit.cli._model_dir import package_model_dir
+    from asrkit.cli.main import CommandError
+
+    try:
+        manifest = package_model_dir(args.out, args.model, args.features, args.graph,
+                                     args.lexicon, cmvn=args.cmvn)
+    except (OSError, ValueError, KeyError) as e:
+        raise CommandError(str(e)) from e
+    print(json.dumps(manifest, indent=2))
+    return 0
