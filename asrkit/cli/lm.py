@@ -1,0 +1,156 @@
+"""N-gram language models: train (count + smooth + optionally prune), ppl, prune.
+
+Examples:
+  asrkit lm train --order 3 --text data/lm/test.txt --output lm.arpa
+  asrkit lm train --order 4 --text corpus.txt --vocab words.txt --cutoffs 0 0 1 \\
+      --output lm.bin --binary
+  asrkit lm ppl --lm lm.arpa --text dev.txt --json
+  asrkit lm prune --lm lm.arpa --threshold 1e-8 --output small.arpa
+
+Models are written as ARPA text (KenLM and SRILM read it) or, with --binary, as asrkit's
+memory-mapped binary form; --lm accepts either (and gzipped ARPA).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+
+from asrkit.cli.main import CommandError
+
+COMMAND = "lm"
+HELP = "n-gram language models: train, ppl (perplexity), prune"
+
+DISCOUNT_CHOICES = ("kneser-ney", "witten-bell", "absolute")
+
+
+def add_arguments(parser) -> None:
+    """Add the ``train``, ``ppl`` and ``prune`` actions."""
+    sub = parser.add_subparsers(dest="lm_action", metavar="ACTION", required=True)
+
+    t = sub.add_parser("train", help="estimate an n-gram model from text (one sentence a line)")
+    t.add_argument("--order", type=int, default=3, help="highest n-gram order (default 3)")
+    t.add_argument("--text", required=True, help="training text, one sentence per line ('-': "
+                   "stdin)")
+    t.add_argument("--output", required=True, help="model file to write (ARPA; .gz compresses)")
+    t.add_argument("--discount", choices=DISCOUNT_CHOICES, default="kneser-ney",
+                   help="smoothing (default: interpolated modified Kneser-Ney)")
+    t.add_argument("--cutoffs", type=int, nargs="+", metavar="T",
+                   help="per order, drop n-grams with count <= T (as lmplz --prune; first 0, "
+                   "non-decreasing, the last applies to higher orders)")
+    t.add_argument("--vocab", metavar="FILE", help="closed vocabulary (first field of each line); "
+                   "other words become <unk>")
+    t.add_argument("--vocab-size", type=int, metavar="K",
+                   help="keep the K most frequent words; others become <unk>")
+    t.add_argument("--prune", type=float, metavar="THRESH",
+                   help="relative-entropy pruning threshold (as SRILM -prune), e.g. 1e-8")
+    t.add_argument("--binary", action="store_true", help="write the binary format, not ARPA")
+
+    p = sub.add_parser("ppl", help="perplexity of a model on text (as SRILM ngram -ppl)")
+    p.add_argument("--lm", required=True, help="ARPA or binary model")
+    p.add_argument("--text", required=True, help="text, one sentence per line ('-': stdin)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+    r = sub.add_parser("prune", help="relative-entropy pruning of a model (as SRILM -prune)")
+    r.add_argument("--lm", required=True, help="ARPA or binary model")
+    r.add_argument("--threshold", type=float, required=True,
+                   help="drop n-grams whose removal raises perplexity by less than this "
+                   "relative amount")
+    r.add_argument("--output", required=True, help="model file to write")
+    r.add_argument("--binary", action="store_true", help="write the binary format, not ARPA")
+
+
+def _load(path: str):
+    from asrkit.lm import NgramLM
+
+    if not os.path.exists(path):
+        raise CommandError(f"{path}: no such file")
+    try:
+        return NgramLM.load(path)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+
+
+def _save(lm, path: str, binary: bool) -> None:
+    try:
+        if binary:
+            lm.save_binary(path)
+        else:
+            lm.write_arpa(path)
+    except OSError as e:
+        raise CommandError(f"{path}: cannot write: {e.strerror}") from None
+
+
+def _train(args) -> int:
+    from asrkit.lm import count_ngrams, estimate, prune_entropy
+
+    if args.text != "-" and not os.path.exists(args.text):
+        raise CommandError(f"{args.text}: no such file")
+    if args.vocab and not os.path.exists(args.vocab):
+        raise CommandError(f"{args.vocab}: no such file")
+    if args.order < 1:
+        raise CommandError(f"--order must be at least 1, got {args.order}")
+    t0 = time.perf_counter()
+    source = sys.stdin if args.text == "-" else args.text
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            counts = count_ngrams(source, args.order, vocab_file=args.vocab,
+                                  vocab_size=args.vocab_size, name=args.text)
+            lm = estimate(counts, discount=args.discount, cutoffs=args.cutoffs)
+            if args.prune:
+                lm = prune_entropy(lm, args.prune)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    for w in caught:
+        print(f"asrkit lm train: warning: {w.message}", file=sys.stderr)
+    _save(lm, args.output, args.binary)
+    dt = time.perf_counter() - t0
+    counts_text = " ".join(f"{n}-grams={c}" for n, c in enumerate(lm.counts, 1))
+    print(f"asrkit lm train: {counts.sentences} sentences, {counts.tokens} words, vocabulary "
+          f"{len(lm.vocab)}; {counts_text}; {dt:.2f}s -> {args.output}", file=sys.stderr)
+    return 0
+
+
+def _ppl(args) -> int:
+    from asrkit.lm import evaluate
+
+    lm = _load(args.lm)
+    if args.text == "-":
+        stats = evaluate(lm, sys.stdin)
+    else:
+        if not os.path.exists(args.text):
+            raise CommandError(f"{args.text}: no such file")
+        try:
+            with open(args.text, encoding="utf-8") as f:
+                stats = evaluate(lm, f)
+        except UnicodeDecodeError as e:
+            raise CommandError(f"{args.text}: not UTF-8 ({e.reason})") from None
+    if args.json:
+        print(json.dumps({"lm": args.lm, "text": args.text, **stats.as_dict()}, indent=2))
+    else:
+        print(stats.summary(args.text))
+    return 0
+
+
+def _prune(args) -> int:
+    from asrkit.lm import prune_entropy
+
+    lm = _load(args.lm)
+    try:
+        pruned = prune_entropy(lm, args.threshold)
+    except ValueError as e:
+        raise CommandError(str(e)) from None
+    _save(pruned, args.output, args.binary)
+    before = " ".join(str(c) for c in lm.counts)
+    after = " ".join(str(c) for c in pruned.counts)
+    print(f"asrkit lm prune: n-grams {before} -> {after} -> {args.output}", file=sys.stderr)
+    return 0
+
+
+def run(args) -> int:
+    """Dispatch to the chosen action; returns the exit status."""
+    return {"train": _train, "ppl": _ppl, "prune": _prune}[args.lm_action](args)

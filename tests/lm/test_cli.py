@@ -1,0 +1,60 @@
+"""``asrkit lm train | ppl | prune`` end to end, and their error messages."""
+
+import json
+
+import pytest
+
+from asrkit.cli.main import main
+from asrkit.lm import NgramLM
+
+
+def test_train_writes_the_shipped_model(test_text, test_arpa, tmp_path):
+    out = tmp_path / "lm.arpa"
+    assert main(["lm", "train", "--order", "3", "--text", str(test_text),
+                 "--output", str(out)]) == 0
+    assert out.read_text() == test_arpa.read_text()
+
+
+def test_train_options_ppl_json_and_prune(test_text, tmp_path, capsys):
+    vocab = tmp_path / "words.txt"
+    vocab.write_text("the\ncat\ndog\nsees\n")
+    binary = tmp_path / "lm.bin"
+    assert main(["lm", "train", "--order", "2", "--text", str(test_text), "--output",
+                 str(binary), "--binary", "--vocab", str(vocab), "--discount", "witten-bell",
+                 "--cutoffs", "0", "1"]) == 0
+    lm = NgramLM.load(binary)
+    assert lm.vocab[:3] == ["<unk>", "<s>", "</s>"]
+    assert sorted(lm.vocab[3:]) == ["cat", "dog", "sees", "the"]
+    capsys.readouterr()
+    assert main(["lm", "ppl", "--lm", str(binary), "--text", str(test_text), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["sentences"] == 50 and stats["words"] == 287 and stats["oovs"] > 0
+    assert stats["ppl"] > 1 and stats["ppl1"] > stats["ppl"]
+    pruned = tmp_path / "small.arpa"
+    arpa = tmp_path / "lm.arpa"
+    assert main(["lm", "train", "--text", str(test_text), "--output", str(arpa)]) == 0
+    assert main(["lm", "prune", "--lm", str(arpa), "--threshold", "1e-3", "--output",
+                 str(pruned)]) == 0
+    assert sum(NgramLM.load(pruned).counts) < sum(NgramLM.load(arpa).counts)
+    assert main(["lm", "ppl", "--lm", str(pruned), "--text", str(test_text)]) == 0
+    assert "ppl=" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,message", [
+    (["ppl", "--lm", "missing.arpa", "--text", "x"], "missing.arpa: no such file"),
+    (["train", "--text", "missing.txt", "--output", "o.arpa"], "missing.txt: no such file"),
+])
+def test_missing_files_are_clean_errors(args, message, capsys):
+    assert main(["lm", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bad_inputs_name_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.arpa"
+    bad.write_text("\\data\\\nngram 1=two\n")
+    text = tmp_path / "t.txt"
+    text.write_text("a b\n<s> c\n")
+    assert main(["lm", "ppl", "--lm", str(bad), "--text", str(text)]) == 2
+    assert f"{bad}:2: bad count header" in capsys.readouterr().err
+    assert main(["lm", "train", "--text", str(text), "--output", str(tmp_path / "o")]) == 2
+    assert f"{text}:2: the text contains <s>" in capsys.readouterr().err
