@@ -13,6 +13,7 @@ _EXPORTS = {
     "resolve_device": "asrkit.kernels._device",
     "ctc_loss": "asrkit.kernels.ctc",
     "ctc_align": "asrkit.kernels.ctc",
+    "ctc_segments": "asrkit.kernels.ctc",
     "lstm_forward": "asrkit.kernels.lstm",
     "lstm_backward": "asrkit.kernels.lstm",
     "blstm_forward": "asrkit.kernels.lstm",
