@@ -1,0 +1,303 @@
+"""Training an LSTM LM with the graph engine: bucketed minibatches, newbob, best-model checkpoint.
+
+The procedure (that of Kaldi nnet1's ``train_scheduler.sh`` with the RNNLM recipes' batching):
+
+1. Sentences become ``<s> w1 .. wn`` (inputs) / ``w1 .. wn </s>`` (targets); each epoch sorts
+   them by length (random tie-breaking), cuts runs of similar length into minibatches of
+   ``batch_size`` sentences (and at most ``max_tokens`` padded tokens), and visits the
+   minibatches in a seeded random order, so padding stays small and runs are reproducible.
+2. The criterion is the cross-entropy summed over real tokens (the engine masks padding); the
+   learner (Adam or SGD with momentum) sees the per-token mean gradient, clipped to a global
+   norm.
+3. After each epoch the cross-validation loss (mean ``-ln p`` per token, ``</s>`` included)
+   drives :class:`asrkit.learners.NewBob`: keep the rate while CV improves by at least
+   ``start_halving`` (relative), then multiply it by ``lr_decay`` each epoch, stop when an epoch
+   during the decay improves by less than ``stop_threshold``. An epoch that makes CV worse is
+   rejected: the previous best parameters come back.
+4. Each accepted epoch writes the best model to ``output`` atomically (one file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+
+import numpy as np
+
+from asrkit.learners import SGD, Adam, NewBob, Trainer
+from asrkit.utils import progress
+
+
+@dataclasses.dataclass
+class TrainOptions:
+    """Training options; the comments give the defaults' reasons."""
+
+    epochs: int = 10               # most epochs (newbob usually stops earlier)
+    batch_size: int = 32           # sentences per minibatch
+    max_tokens: int = 0            # also cap padded tokens (T x B) per minibatch; 0: no cap
+    optimizer: str = "adam"        # "adam" or "sgd"
+    lr: float | None = None        # None: 1e-3 for Adam, 1.0 for SGD (per-token mean gradient)
+    momentum: float = 0.0          # SGD momentum
+    clip_norm: float = 5.0         # global gradient norm limit (0: off), as the PyTorch LM example
+    weight_decay: float = 0.0      # AdamW decoupled decay / SGD L2
+    lr_decay: float = 0.5          # newbob: rate factor per epoch once halving has started
+    start_halving: float = 0.01    # newbob: halve from the first epoch improving CV less than this
+    stop_threshold: float = 0.001  # newbob: stop when, while halving, CV improves less than this
+    min_epochs: int = 1            # newbob never stops before this many epochs
+    valid_fraction: float = 0.05   # held out (seeded) when no validation text is given
+    seed: int = 0                  # weights, batching order and dropout masks
+    device: str = "cpu"            # "cpu" or "cuda" (the engine runs ops lacking CUDA code on
+    #                                the host, and says so)
+
+    def __post_init__(self):
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError("epochs and batch_size must be positive")
+        if not 0.0 < self.lr_decay <= 1.0:
+            raise ValueError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
+        if not 0.0 < self.valid_fraction < 1.0:
+            raise ValueError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
+
+    @property
+    def learning_rate(self) -> float:
+        """The initial rate (the optimizer's default when ``lr`` is None)."""
+        if self.lr is not None:
+            return float(self.lr)
+        return 1e-3 if self.optimizer == "adam" else 1.0
+
+
+def tokenise(sentences) -> list[list[str]]:
+    """Sentences as lists of words: strings are split on whitespace; empty ones are dropped."""
+    out = []
+    for s in sentences:
+        words = s.split() if isinstance(s, str) else list(s)
+        if words:
+            out.append(words)
+    return out
+
+
+def bucket_batches(lengths: np.ndarray, batch_size: int, max_tokens: int,
+                   rng: np.random.Generator) -> list[np.ndarray]:
+    """Minibatches of sentence indices with similar ``lengths`` (int ``[N]``).
+
+    Sentences are sorted by length (ties in random order), cut into runs of at most
+    ``batch_size`` whose padded size ``len(run) * max length`` stays within ``max_tokens``
+    (when > 0; a longer sentence gets a batch of its own), and the runs are shuffled. Returns
+    a list of int64 index arrays covering every sentence once.
+    """
+    lengths = np.asarray(lengths)
+    order = np.lexsort((rng.random(len(lengths)), lengths))
+    batches, cur = [], []
+    for k in order.tolist():
+        n = int(lengths[k])
+        if cur and (len(cur) >= batch_size or (max_tokens and (len(cur) + 1) * n > max_tokens)):
+            batches.append(np.array(cur, np.int64))
+            cur = []
+        cur.append(k)
+    if cur:
+        batches.append(np.array(cur, np.int64))
+    rng.shuffle(batches)
+    return batches
+
+
+def make_feeds(ids: list[np.ndarray], bos: int, eos: int):
+    """Padded int32 ``words``/``targets`` ``[T, B]`` and ``lengths`` int32 ``[B]`` of id
+    sentences: inputs ``<s> w1 .. wn``, targets ``w1 .. wn </s>`` (T = longest n + 1)."""
+    lengths = np.array([len(s) + 1 for s in ids], np.int32)
+    T = int(lengths.max())
+    words = np.zeros((T, len(ids)), np.int32)
+    targets = np.zeros((T, len(ids)), np.int32)
+    for b, s in enumerate(ids):
+        words[0, b] = bos
+        words[1: len(s) + 1, b] = s
+        targets[: len(s), b] = s
+        targets[len(s), b] = eos
+    return words, targets, lengths
+
+
+def cv_loss(lm, ids: list[np.ndarray]) -> float:
+    """Mean ``-ln p`` per token (words and ``</s>``, ``<unk>`` targets included) of id
+    sentences under ``lm``, without dropout."""
+    costs = lm._token_costs(ids, True, True)
+    total = sum(float(c.sum()) for c in costs)
+    return total / max(sum(len(c) for c in costs), 1)
+
+
+def _ppl(loss: float) -> float:
+    """Perplexity of a mean natural-log loss (inf when it overflows or is not a number)."""
+    return math.exp(loss) if loss < 700.0 else math.inf
+
+
+def _split_valid(sentences, fraction, seed):
+    if len(sentences) < 2:
+        raise ValueError("need at least two training sentences to hold some out for "
+                         "validation; give a validation text")
+    rng = np.random.default_rng(seed + 1)
+    perm = rng.permutation(len(sentences))
+    n_valid = max(1, int(round(fraction * len(sentences))))
+    valid = [sentences[k] for k in sorted(perm[:n_valid])]
+    train = [sentences[k] for k in sorted(perm[n_valid:])]
+    return train, valid
+
+
+def _learner(params, opts: TrainOptions, schedule):
+    clip = opts.clip_norm or None
+    if opts.optimizer == "adam":
+        return Adam(params, schedule, weight_decay=opts.weight_decay, clip_norm=clip)
+    return SGD(params, schedule, momentum=opts.momentum, l2=opts.weight_decay, clip_norm=clip)
+
+
+def _copy_values(lm) -> dict[str, np.ndarray]:
+    return {k: v.copy() for k, v in lm.network.values().items()}
+
+
+OPTIMIZER = "optimizer/"  # array name prefix of the learner's slots in a training state
+
+
+def save_training_state(path, lm, trainer, rng, epoch: int) -> None:
+    """Write everything a resumed run needs after ``epoch`` to ``path`` (atomically): the
+    model file's content plus the learner's slots and counters, newbob's state, the batching
+    RNG and the minibatch counter (dropout seeds). The file also loads as a model."""
+    from asrkit.nnlm.checkpoint import write_model_file
+
+    learner = trainer.learners[0]
+    state = learner.state_dict()
+    arrays = dict(lm.network.values())
+    scalars = []
+    for i, slots in enumerate(state["slots"]):
+        scalars.append({k: v for k, v in slots.items() if not isinstance(v, np.ndarray)})
+        arrays.update({f"{OPTIMIZER}{i}/{k}": v for k, v in slots.items()
+                       if isinstance(v, np.ndarray)})
+    header = {"config": lm.config.as_dict(), "vocab": lm.vocabulary.words,
+              "history": lm.history,
+              "training": {"epoch": epoch, "step": state["step"], "samples": state["samples"],
+                           "schedule": state["schedule"], "slot_scalars": scalars,
+                           "parameters": [p.name for p in learner.parameters],
+                           "rng": rng.bit_generator.state, "minibatches": trainer.minibatches}}
+    write_model_file(path, header, arrays)
+
+
+def restore_training_state(path, lm, trainer, rng) -> int:
+    """Load :func:`save_training_state`'s file into ``lm``, the trainer's learner and ``rng``;
+    returns the epoch it was written after. The model must have the same config and
+    vocabulary."""
+    from asrkit.nnlm.checkpoint import ModelFileError, read_model_file
+
+    header, arrays = read_model_file(path)
+    t = header.get("training")
+    if t is None:
+        raise ModelFileError(f"{path}: a model file without training state; cannot resume")
+    if header["config"] != lm.config.as_dict() or header["vocab"] != lm.vocabulary.words:
+        raise ModelFileError(f"{path}: the checkpoint's network config or vocabulary differs "
+                             "from this run's")
+    learner = trainer.learners[0]
+    if t["parameters"] != [p.name for p in learner.parameters]:
+        raise ModelFileError(f"{path}: the checkpoint's optimizer covers other parameters")
+    slots = [dict(s) for s in t["slot_scalars"]]
+    for name, v in arrays.items():
+        if name.startswith(OPTIMIZER):
+            i, k = name[len(OPTIMIZER):].split("/", 1)
+            slots[int(i)][k] = np.array(v)
+    lm.load_values({k: v for k, v in arrays.items() if not k.startswith(OPTIMIZER)})
+    learner.load_state_dict({"step": t["step"], "samples": t["samples"],
+                             "schedule": t["schedule"], "slots": slots})
+    rng.bit_generator.state = t["rng"]
+    trainer.minibatches = int(t["minibatches"])
+    lm.history[:] = list(header.get("history", []))
+    return int(t["epoch"])
+
+
+def fit(lm, sentences, valid=None, options: TrainOptions | None = None,
+        output: str | os.PathLike | None = None, log=None,
+        checkpoint: str | os.PathLike | None = None, resume: bool = False) -> list[dict]:
+    """Train ``lm`` (an LstmLM) in place on ``sentences``; returns its per-epoch history.
+
+    sentences / valid: strings or word lists, one per sentence (no validation set: a seeded
+    ``valid_fraction`` of the training sentences is held out). output: path of the best model,
+    rewritten atomically after each accepted epoch. log: ``f(str)`` for one line per epoch.
+    checkpoint: path of the training state (model, optimizer slots, newbob, batching RNG),
+    rewritten atomically after every epoch; with ``resume`` and an existing checkpoint, training
+    continues from it and ends exactly as an uninterrupted run would (same text, same options,
+    ``epochs`` may be raised). At the end ``lm`` holds the parameters of the epoch with the best
+    CV loss.
+    """
+    opts = options or TrainOptions()
+    train = tokenise(sentences)
+    if not train:
+        raise ValueError("no training sentences (the text is empty)")
+    if valid is None:
+        train, valid_words = _split_valid(train, opts.valid_fraction, opts.seed)
+    else:
+        valid_words = tokenise(valid)
+        if not valid_words:
+            raise ValueError("the validation text has no sentences")
+    voc = lm.vocabulary
+    train_ids = [voc.encode(w) for w in train]
+    valid_ids = [voc.encode(w) for w in valid_words]
+    lengths = np.array([len(s) + 1 for s in train_ids])
+    net = lm.network
+    params = [p for p in net.parameters.values() if p.trainable]
+    schedule = NewBob(opts.learning_rate, opts.lr_decay, opts.start_halving,
+                      opts.stop_threshold, opts.min_epochs, max_epochs=opts.epochs + 1)
+    trainer = Trainer(net.cost, _learner(params, opts, schedule), device=opts.device)
+    lm.device = opts.device
+    rng = np.random.default_rng(opts.seed)
+    say = log or (lambda msg: None)
+
+    first, converged = 1, False
+    if resume and checkpoint is not None and os.path.exists(checkpoint):
+        first = restore_training_state(checkpoint, lm, trainer, rng) + 1
+        converged = bool(lm.history) and lm.history[-1].get("converged", False)
+        say(f"resuming from {checkpoint} after epoch {first - 1}")
+    else:
+        loss0 = cv_loss(lm, valid_ids)
+        schedule.epoch_end(loss0)  # the untrained model's CV loss is newbob's baseline
+        say(f"epoch 0: valid ppl {_ppl(loss0):.5g} ({len(train_ids)} training sentences, "
+            f"{int(lengths.sum())} tokens; {len(valid_ids)} validation sentences)")
+    best = _copy_values(lm)
+    history = lm.history
+    for epoch in range(first, 0 if converged else opts.epochs + 1):
+        t0 = time.perf_counter()
+        lr = schedule.lr
+        total, tokens = 0.0, 0
+        batches = bucket_batches(lengths, opts.batch_size, opts.max_tokens, rng)
+        for idx in progress(batches, desc=f"epoch {epoch}", unit="batch"):
+            words, targets, lens = make_feeds([train_ids[k] for k in idx], voc.bos_id,
+                                              voc.eos_id)
+            r = trainer.train_minibatch({net.words: (words, lens), net.targets: (targets, lens)})
+            total += r["loss"]
+            tokens += r["samples"]
+        lm.parameters_changed()
+        loss = cv_loss(lm, valid_ids)
+        if not math.isfinite(loss):
+            loss = math.inf  # NaN compares false: make newbob reject the epoch
+        keep_going = schedule.epoch_end(loss)
+        accepted = not schedule.rejected
+        if accepted:
+            best = _copy_values(lm)
+        else:  # newbob rejects an epoch that made CV worse: back to the best parameters
+            lm.load_values(best)
+        entry = {"epoch": epoch, "lr": lr, "train_ppl": _ppl(total / max(tokens, 1)),
+                 "valid_ppl": _ppl(loss), "accepted": accepted,
+                 "seconds": round(time.perf_counter() - t0, 3), "tokens": tokens}
+        history.append(entry)
+        say(f"epoch {epoch}: lr {lr:.3g} train ppl {entry['train_ppl']:.5g} valid ppl "
+            f"{entry['valid_ppl']:.5g}{'' if accepted else ' (rejected)'} "
+            f"[{entry['seconds']:.1f}s]")
+        # stopped by newbob itself, not by the epoch limit (which a resumed run may raise)
+        entry["converged"] = not keep_going and schedule.epochs < schedule.max_epochs
+        if accepted and output is not None:
+            lm.save(output)
+        if checkpoint is not None:
+            save_training_state(checkpoint, lm, trainer, rng, epoch)
+        if not keep_going:
+            break
+    lm.load_values(best)
+    if output is not None:
+        lm.save(output)  # the best parameters with the complete history
+    return history
