@@ -1,0 +1,22 @@
+"""ONNX export of acoustic models (``asrkit.export``).
+
+``to_onnx(model, "model.onnx")`` writes an ``asrkit.models.Model`` as an ONNX graph
+(``feats [T, B, D]``, ``lengths [B]`` -> ``log_probs [T', B, C]``, ``out_lengths [B]``);
+``build_onnx`` returns the ``ModelProto`` without writing; ``read_metadata`` decodes the tokens,
+blank, frame shift and feature config stored in an export; ``compare_with_model`` checks an
+export against asrkit with onnxruntime. See :mod:`asrkit.export.onnx_export` for the mapping.
+"""
+
+from asrkit.export.onnx_export import (
+    DEFAULT_OPSET,
+    build_onnx,
+    metadata,
+    read_metadata,
+    subsampling_factor,
+    to_onnx,
+)
+from asrkit.export.onnx_layers import ExportError
+from asrkit.export.verify import compare_with_model, run_onnx
+
+__all__ = ["DEFAULT_OPSET", "ExportError", "build_onnx", "compare_with_model", "metadata",
+           "read_metadata", "run_onnx", "subsampling_factor", "to_onnx"]
