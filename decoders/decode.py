@@ -23,7 +23,8 @@ class DecodeOptions:
 
     beam: float = 16.0                # search beam (cost units, natural log)
     max_active: int = 7000            # most tokens kept per frame
-    min_active: int = 200
+    min_active: int = 200             # fewest tokens kept per frame (widens the beam)
+    beam_delta: float = 0.5           # slack added to the beam when max/min_active bind
     acoustic_scale: float = 1.0       # multiplies the network's log-probabilities
     word_insertion_penalty: float = 0.0  # cost per output word (negative favours words)
     lattice_beam: float = 8.0         # links kept for the n-best list / confidences
@@ -90,7 +91,8 @@ def decode_utterance(graph: DecodingGraph, log_probs: np.ndarray,
     opts = opts or DecodeOptions()
     want_lattice = opts.nbest > 1
     res = viterbi_decode(graph.arrays, log_probs, beam=opts.beam, max_active=opts.max_active,
-                         min_active=opts.min_active, acoustic_scale=opts.acoustic_scale,
+                         min_active=opts.min_active, beam_delta=opts.beam_delta,
+                         acoustic_scale=opts.acoustic_scale,
                          word_insertion_penalty=opts.word_insertion_penalty,
                          ilabel_offset=graph.ilabel_offset,
                          lattice_beam=opts.lattice_beam if want_lattice else None)

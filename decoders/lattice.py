@@ -24,29 +24,72 @@ def token_lattice(result: DecodeResult, acoustic_scale: float = 1.0) -> Fst:
     links = result.lattice_links
     if links is None:
         raise ValueError("the result holds no lattice: decode with lattice_beam=...")
-    used = np.unique(np.concatenate([[0], links["src_tok"], links["dst_tok"],
-                                     np.fromiter(result.lattice_final, np.int64)]))
-    index = {int(t): i for i, t in enumerate(used)}
-    src = np.array([index[int(t)] for t in links["src_tok"]], np.int32)
-    dst = np.array([index[int(t)] for t in links["dst_tok"]], np.int32)
+    n = len(links)
+    finals = np.fromiter(result.lattice_final, np.int64, len(result.lattice_final))
+    # states are the tokens in use, renumbered in token order (token 0, the start, first)
+    used, inverse = np.unique(np.concatenate([[0], links["src_tok"], links["dst_tok"], finals]),
+                              return_inverse=True)
+    src = inverse[1: n + 1].astype(np.int32)
+    dst = inverse[n + 1: 2 * n + 1].astype(np.int32)
     weight = links["graph_cost"].astype(np.float64) + acoustic_scale * \
         links["ac_cost"].astype(np.float64)
     final = np.full(len(used), np.inf)
-    for tok, w in result.lattice_final.items():
-        final[index[tok]] = w
-    return Fst(len(used), index[0], final, src, dst, links["ilabel"], links["olabel"], weight)
+    final[inverse[2 * n + 1:]] = np.fromiter(result.lattice_final.values(), np.float64,
+                                             len(finals))
+    return Fst(len(used), int(inverse[0]), final, src, dst, links["ilabel"], links["olabel"],
+               weight)
 
 
-def word_lattice(result: DecodeResult, acoustic_scale: float = 1.0) -> Fst:
-    """A deterministic word acceptor: one path per word sequence, weighted by its best cost."""
-    words = project(token_lattice(result, acoustic_scale), "output")
-    return determinize(rmepsilon(words))
+# Beyond these the word lattice is too ambiguous to determinise cheaply (an uncertain
+# utterance has exponentially many word sequences within the lattice beam).
+MAX_LINKS = 4000        # links of the token lattice (epsilon removal grows with them)
+MAX_WORD_ARCS = 20000   # arcs of the epsilon-free word lattice
+MAX_DET_STATES = 2000   # states of its determinisation
+
+
+def word_lattice(result: DecodeResult, acoustic_scale: float = 1.0,
+                 max_states: int | None = MAX_DET_STATES) -> Fst:
+    """A deterministic word acceptor: one path per word sequence, weighted by its best cost.
+
+    Raises ValueError when determinisation would exceed ``max_states`` states (a very uncertain
+    utterance has exponentially many word sequences within the lattice beam).
+    """
+    if max_states is not None and len(result.lattice_links) > MAX_LINKS:
+        raise ValueError(f"token lattice has {len(result.lattice_links)} links (> {MAX_LINKS})")
+    words = rmepsilon(project(token_lattice(result, acoustic_scale), "output"))
+    if max_states is not None and words.num_arcs > MAX_WORD_ARCS:
+        raise ValueError(f"word lattice has {words.num_arcs} arcs (> {MAX_WORD_ARCS})")
+    return determinize(words, max_states=max_states)
+
+
+def _paths_nbest(result: DecodeResult, n: int, acoustic_scale: float,
+                 paths_per_hyp: int = 16) -> list[tuple[list[int], float]]:
+    """Distinct word sequences among the ``n * paths_per_hyp`` best token paths (bounded work;
+    may return fewer than ``n`` when many paths share their words)."""
+    tok = token_lattice(result, acoustic_scale)
+    best: dict[tuple, float] = {}
+    for arcs, final_w in nbest_paths(tok, n * paths_per_hyp):
+        words = tuple(int(tok.olabel[a]) for a in arcs if tok.olabel[a] != 0)
+        cost = float(sum(float(tok.weight[a]) for a in arcs) + final_w)
+        if words not in best:
+            best[words] = cost
+            if len(best) == n:
+                break
+    return [(list(w), c) for w, c in best.items()]
 
 
 def nbest(result: DecodeResult, n: int = 10,
           acoustic_scale: float = 1.0) -> list[tuple[list[int], float]]:
-    """The ``n`` best distinct word sequences as (word ids, cost), best first."""
-    lat = word_lattice(result, acoustic_scale)
+    """The ``n`` best distinct word sequences as (word ids, cost), best first.
+
+    Exact through the determinised word lattice; when that lattice is too big or too ambiguous
+    (``MAX_LINKS``, ``MAX_WORD_ARCS``, ``MAX_DET_STATES``), the distinct sequences among the best
+    token paths instead.
+    """
+    try:
+        lat = word_lattice(result, acoustic_scale)
+    except ValueError:
+        return _paths_nbest(result, n, acoustic_scale)
     out = []
     for arcs, final_w in nbest_paths(lat, n):
         words = [int(lat.olabel[a]) for a in arcs if lat.olabel[a] != 0]

@@ -5,19 +5,28 @@ label (token id + ``ilabel_offset``; 0 = epsilon), output label (word id; 0 = no
 (a cost, -ln). Scores come from a decodable or a ``[T, C]`` matrix of log-likelihoods (natural log,
 acoustic scale applied by the caller or by ``acoustic_scale``).
 
-Per frame the search expands every surviving token along the emitting arcs, keeps those within
-``beam`` of the frame's best (and at most ``max_active`` of them), then follows epsilon arcs. Each
-expansion is a *link* (from-token, to-token, labels, graph and acoustic cost) kept for the whole
-utterance, so the result holds the 1-best path with word times and a raw token lattice that is
-pruned with ``lattice_beam`` (see ``DecodeResult.lattice_links``).
+Per frame, as Kaldi's ``LatticeFasterDecoder``:
+  * the cutoff over the frame's tokens is ``best + beam``, tightened to the ``max_active``-th
+    best cost when more tokens are within the beam, or widened to the ``min_active``-th when
+    fewer are (``_cutoff``, Kaldi's ``GetCutoff``: a partial sort only when the limit binds);
+    the beam then used for the next frame is adapted to that cutoff (plus ``beam_delta``);
+  * the best token is expanded first, so the next frame's cutoff is tight from the start, then
+    every token under the cutoff is expanded along its emitting arcs;
+  * epsilon arcs are followed within the new frame (arcs are kept epsilon-first per state, so
+    each state's epsilon arcs are a prefix of its arc range and its emitting arcs the rest).
+
+Each token keeps a back-pointer (previous token, arc), which gives the 1-best path with word
+times. Only when ``lattice_beam`` is given are all expansions (*links*) stored, and the raw token
+lattice is pruned to that beam (see ``DecodeResult.lattice_links``).
 
 ``word_insertion_penalty`` is added to the cost of every arc with a word on its output side.
-The inner loop is numba-compiled.
+The search, the cutoff and the back-trace are numba-compiled; nothing per frame runs in Python.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numba
 import numpy as np
@@ -70,6 +79,67 @@ class GraphArrays:
                    np.array([a[3] for a in arcs], np.int32),
                    np.array([a[4] for a in arcs], np.float32), final, int(start))
 
+    def search_arrays(self) -> SearchArrays:
+        """The arrays the search reads: arcs epsilon-first within each state (a stable
+        reordering, the identity for graphs arc-sorted by input label such as TLG) and each
+        state's first emitting arc. Computed once and cached on the object, so the arrays must
+        not be modified in place afterwards."""
+        cached = self.__dict__.get("_search")
+        if cached is None:
+            cached = self.__dict__["_search"] = SearchArrays.of(self)
+        return cached
+
+
+@dataclasses.dataclass
+class SearchArrays:
+    """``GraphArrays`` with arcs epsilon-first per state: ``offsets[s]:emit_begin[s]`` are
+    state s's epsilon arcs, ``emit_begin[s]:offsets[s+1]`` its emitting arcs (int64[S])."""
+
+    offsets: np.ndarray
+    emit_begin: np.ndarray
+    dst: np.ndarray
+    ilabel: np.ndarray
+    olabel: np.ndarray
+    weight: np.ndarray
+    final: np.ndarray
+    start: int
+    _local: threading.local = dataclasses.field(default_factory=threading.local, repr=False,
+                                                compare=False)
+
+    def state_map(self) -> np.ndarray:
+        """This thread's state -> token map, int32[S] of -1: the search leaves it all -1 again,
+        so it is allocated once per thread instead of once per utterance."""
+        m = getattr(self._local, "state2tok", None)
+        if m is None:
+            m = self._local.state2tok = np.full(len(self.final), -1, np.int32)
+        return m
+
+    def drop_state_map(self) -> None:
+        """Forget this thread's state map (after a search that did not finish)."""
+        self._local.state2tok = None
+
+    @classmethod
+    def of(cls, g: GraphArrays) -> SearchArrays:
+        """Reorder ``g``'s arcs (when needed) and find each state's first emitting arc."""
+        offsets = np.ascontiguousarray(g.offsets, np.int64)
+        ilabel = np.ascontiguousarray(g.ilabel, np.int32)
+        dst = np.ascontiguousarray(g.dst, np.int32)
+        olabel = np.ascontiguousarray(g.olabel, np.int32)
+        weight = np.ascontiguousarray(g.weight, np.float32)
+        num_states = len(offsets) - 1
+        src = np.repeat(np.arange(num_states, dtype=np.int64), np.diff(offsets))
+        emitting = ilabel != 0
+        key = src * 2 + emitting
+        if key.size and np.any(key[1:] < key[:-1]):
+            order = np.argsort(key, kind="stable")
+            dst, ilabel, olabel, weight = dst[order], ilabel[order], olabel[order], weight[order]
+            emitting = emitting[order]
+        n_eps = np.bincount(src[~emitting], minlength=num_states) if src.size else \
+            np.zeros(num_states, np.int64)
+        emit_begin = offsets[:-1] + n_eps
+        return cls(offsets, emit_begin.astype(np.int64), dst, ilabel, olabel, weight,
+                   np.ascontiguousarray(g.final, np.float32), int(g.start))
+
 
 @dataclasses.dataclass
 class DecodeResult:
@@ -85,6 +155,7 @@ class DecodeResult:
             dst_tok, ilabel, olabel, graph_cost, ac_cost), token 0 = start; lattice_final: dict
             token -> final weight (0 when no final state was reached); lattice_tok_frame: int32
             frame of each token. Read as an FST (states = tokens), its best path is the 1-best.
+        num_tokens: tokens created by the search (a measure of its work).
     """
 
     words: list[int]
@@ -96,6 +167,7 @@ class DecodeResult:
     lattice_links: np.ndarray | None = None
     lattice_final: dict | None = None
     lattice_tok_frame: np.ndarray | None = None
+    num_tokens: int = 0
 
 
 LINK_DTYPE = np.dtype([("src_tok", np.int32), ("dst_tok", np.int32), ("ilabel", np.int32),
@@ -104,197 +176,264 @@ LINK_DTYPE = np.dtype([("src_tok", np.int32), ("dst_tok", np.int32), ("ilabel", 
 
 
 @numba.njit(cache=True)
-def _grow_i(a, n):
+def _grow(a, n, used):
+    """``a`` if it has room for index ``n``, else a copy of ``a[:used]`` with at least twice
+    the room (copying only the used part keeps untouched pages untouched)."""
     if n < a.shape[0]:
         return a
     b = np.empty(max(2 * a.shape[0], n + 1), a.dtype)
-    b[: a.shape[0]] = a
+    b[:used] = a[:used]
     return b
 
 
 @numba.njit(cache=True)
-def _search(offsets, dst, ilabel, olabel, weight, final, start, scores, ilabel_offset,
-            beam, max_active, min_active, wip):
-    """Returns token arrays (state, cost, frame, best_link) and link arrays."""
-    num_states = final.shape[0]
+def _cutoff(tok_cost, begin, end, beam, max_active, min_active, beam_delta):
+    """Kaldi's GetCutoff over tokens ``begin:end``: returns (cutoff, adaptive beam, best token).
+
+    The cutoff is ``best + beam``, lowered to the ``max_active``-th smallest cost when more
+    than ``max_active`` tokens are under ``best + beam``, raised to the ``min_active``-th when
+    fewer than ``min_active`` are; the adaptive beam is then ``cutoff - best + beam_delta``.
+    A partial sort (``np.partition``) runs only when one of the two limits binds.
+    """
+    best = INF
+    best_tok = -1
+    for i in range(begin, end):
+        if tok_cost[i] < best:
+            best = tok_cost[i]
+            best_tok = i
+    beam_cutoff = best + beam
+    n = end - begin
+    if n <= min_active and n <= max_active:
+        return beam_cutoff, beam, best_tok
+    within = 0
+    for i in range(begin, end):
+        if tok_cost[i] < beam_cutoff:
+            within += 1
+    if within > max_active:
+        c = np.partition(tok_cost[begin:end], max_active)[max_active]
+        return c, c - best + beam_delta, best_tok
+    if within <= min_active < n:
+        c = np.partition(tok_cost[begin:end], min_active)[min_active]
+        if c > beam_cutoff:
+            return c, c - best + beam_delta, best_tok
+    return beam_cutoff, beam, best_tok
+
+
+@numba.njit(cache=True)
+def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ilabel_offset,
+            beam, max_active, min_active, beam_delta, wip, keep_links, state2tok):
+    """The frame-synchronous search; see the module docstring. ``state2tok`` int32[S] must be
+    all -1; it is all -1 again on return.
+
+    Returns tokens (state, cost, frame, previous token, arc), the first token of the last
+    frame, and, with ``keep_links``, every expansion as links (src token, dst token, arc,
+    acoustic cost); otherwise the link arrays are empty.
+    """
+    num_states = offsets.shape[0] - 1
     T = scores.shape[0]
     C = scores.shape[1]
-    cap_t = 1024
-    tok_state = np.empty(cap_t, np.int32)
-    tok_cost = np.empty(cap_t, np.float32)
-    tok_frame = np.empty(cap_t, np.int32)
-    tok_best = np.empty(cap_t, np.int32)
-    cap_l = 4096
+    cap = 1024
+    tok_state = np.empty(cap, np.int32)
+    tok_cost = np.empty(cap, np.float32)
+    tok_frame = np.empty(cap, np.int32)
+    tok_prev = np.empty(cap, np.int32)
+    tok_arc = np.empty(cap, np.int32)
+    cap_l = 4096 if keep_links else 1
     l_src = np.empty(cap_l, np.int32)
     l_dst = np.empty(cap_l, np.int32)
-    l_arc = np.empty(cap_l, np.int64)
+    l_arc = np.empty(cap_l, np.int32)
     l_ac = np.empty(cap_l, np.float32)
-    n_tok = 0
     n_link = 0
-    state2tok = np.full(num_states, -1, np.int32)
-    # start token
+    queue = np.empty(256, np.int32)
+
     tok_state[0] = start
     tok_cost[0] = 0.0
     tok_frame[0] = 0
-    tok_best[0] = -1
+    tok_prev[0] = -1
+    tok_arc[0] = -1
     n_tok = 1
-    frame_begin = 0
     state2tok[start] = 0
-    # epsilon closure of the start token (frame 0, before any emission)
-    queue = np.empty(64, np.int32)
-    qn = 0
-    queue[0] = 0
-    qn = 1
-    while qn > 0:
-        qn -= 1
-        tk = queue[qn]
-        s = tok_state[tk]
-        for a in range(offsets[s], offsets[s + 1]):
-            if ilabel[a] != 0:
-                continue
-            c = tok_cost[tk] + weight[a] + (wip if olabel[a] != 0 else 0.0)
-            d = dst[a]
-            nt = state2tok[d]
-            if nt < 0:
-                tok_state = _grow_i(tok_state, n_tok)
-                tok_cost = _grow_i(tok_cost, n_tok)
-                tok_frame = _grow_i(tok_frame, n_tok)
-                tok_best = _grow_i(tok_best, n_tok)
-                nt = n_tok
-                n_tok += 1
-                tok_state[nt] = d
-                tok_cost[nt] = INF
-                tok_frame[nt] = 0
-                tok_best[nt] = -1
-                state2tok[d] = nt
-            l_src = _grow_i(l_src, n_link)
-            l_dst = _grow_i(l_dst, n_link)
-            l_arc = _grow_i(l_arc, n_link)
-            l_ac = _grow_i(l_ac, n_link)
-            l_src[n_link] = tk
-            l_dst[n_link] = nt
-            l_arc[n_link] = a
-            l_ac[n_link] = 0.0
-            if c < tok_cost[nt]:
-                tok_cost[nt] = c
-                tok_best[nt] = n_link
-                queue = _grow_i(queue, qn)
-                queue[qn] = nt
-                qn += 1
-            n_link += 1
-    frame_end = n_tok
-    for i in range(frame_begin, frame_end):
-        state2tok[tok_state[i]] = -1
-
-    for t in range(T):
-        # cutoff among the previous frame's tokens
-        n_prev = frame_end - frame_begin
-        costs = tok_cost[frame_begin:frame_end].copy()
-        best = costs.min() if n_prev > 0 else INF
-        cutoff = best + beam
-        if n_prev > max_active:
-            cutoff = min(cutoff, np.sort(costs)[max_active - 1])
-        elif n_prev > min_active:
-            pass  # Kaldi widens the beam up to min_active tokens; the beam is kept fixed here
+    frame_begin = 0
+    adaptive_beam = beam
+    for t in range(T + 1):
         new_begin = n_tok
-        next_best = INF
-        for tk in range(frame_begin, frame_end):
-            tc = tok_cost[tk]
-            if tc > cutoff:
-                continue
-            s = tok_state[tk]
-            for a in range(offsets[s], offsets[s + 1]):
-                il = ilabel[a]
-                if il == 0:
+        # a frame holds at most one token per state: growing here, outside the arc loops,
+        # keeps the arrays fixed inside them (numba then keeps their pointers in registers)
+        if n_tok + num_states > tok_state.shape[0]:
+            tok_state = _grow(tok_state, n_tok + num_states, n_tok)
+            tok_cost = _grow(tok_cost, n_tok + num_states, n_tok)
+            tok_frame = _grow(tok_frame, n_tok + num_states, n_tok)
+            tok_prev = _grow(tok_prev, n_tok + num_states, n_tok)
+            tok_arc = _grow(tok_arc, n_tok + num_states, n_tok)
+        if t > 0:
+            # -- emitting arcs: tokens of frame t - 1 -> new tokens of frame t --------------
+            cutoff, adaptive_beam, best_tok = _cutoff(tok_cost, frame_begin, n_tok, beam,
+                                                      max_active, min_active, beam_delta)
+            if best_tok < 0:
+                break
+            row = t - 1
+            # the best token's expansions give a tight cutoff for the new frame at once
+            next_cutoff = INF
+            s = tok_state[best_tok]
+            for a in range(emit_begin[s], offsets[s + 1]):
+                col = ilabel[a] - ilabel_offset
+                if 0 <= col < C:
+                    c = tok_cost[best_tok] + weight[a] - scores[row, col]
+                    if olabel[a] != 0:
+                        c += wip
+                    if c + adaptive_beam < next_cutoff:
+                        next_cutoff = c + adaptive_beam
+            for tk in range(frame_begin, new_begin):
+                tc = tok_cost[tk]
+                if tc > cutoff:
                     continue
-                col = il - ilabel_offset
-                if col < 0 or col >= C:
-                    continue
-                ac = -scores[t, col]
-                c = tc + weight[a] + ac + (wip if olabel[a] != 0 else 0.0)
-                if c > next_best + beam:
-                    continue
-                d = dst[a]
-                nt = state2tok[d]
-                if nt < 0:
-                    tok_state = _grow_i(tok_state, n_tok)
-                    tok_cost = _grow_i(tok_cost, n_tok)
-                    tok_frame = _grow_i(tok_frame, n_tok)
-                    tok_best = _grow_i(tok_best, n_tok)
-                    nt = n_tok
-                    n_tok += 1
-                    tok_state[nt] = d
-                    tok_cost[nt] = INF
-                    tok_frame[nt] = t + 1
-                    tok_best[nt] = -1
-                    state2tok[d] = nt
-                l_src = _grow_i(l_src, n_link)
-                l_dst = _grow_i(l_dst, n_link)
-                l_arc = _grow_i(l_arc, n_link)
-                l_ac = _grow_i(l_ac, n_link)
-                l_src[n_link] = tk
-                l_dst[n_link] = nt
-                l_arc[n_link] = a
-                l_ac[n_link] = ac
-                if c < tok_cost[nt]:
-                    tok_cost[nt] = c
-                    tok_best[nt] = n_link
-                    if c < next_best:
-                        next_best = c
-                n_link += 1
-        # epsilon arcs among the new frame's tokens
+                s = tok_state[tk]
+                for a in range(emit_begin[s], offsets[s + 1]):
+                    col = ilabel[a] - ilabel_offset
+                    if col < 0 or col >= C:
+                        continue
+                    ac = -scores[row, col]
+                    c = tc + weight[a] + ac
+                    if olabel[a] != 0:
+                        c += wip
+                    if c >= next_cutoff:
+                        continue
+                    d = dst[a]
+                    nt = state2tok[d]
+                    if nt < 0:
+                        nt = n_tok
+                        n_tok += 1
+                        tok_state[nt] = d
+                        tok_cost[nt] = INF
+                        tok_frame[nt] = t
+                        state2tok[d] = nt
+                    if keep_links:
+                        if n_link >= l_src.shape[0]:
+                            l_src = _grow(l_src, n_link, n_link)
+                            l_dst = _grow(l_dst, n_link, n_link)
+                            l_arc = _grow(l_arc, n_link, n_link)
+                            l_ac = _grow(l_ac, n_link, n_link)
+                        l_src[n_link] = tk
+                        l_dst[n_link] = nt
+                        l_arc[n_link] = a
+                        l_ac[n_link] = ac
+                        n_link += 1
+                    if c < tok_cost[nt]:
+                        tok_cost[nt] = c
+                        tok_prev[nt] = tk
+                        tok_arc[nt] = a
+                        if c + adaptive_beam < next_cutoff:
+                            next_cutoff = c + adaptive_beam
+            if n_tok == new_begin:
+                frame_begin = new_begin
+                break
+        # -- epsilon arcs within the frame -----------------------------------------------------
+        eps_best = INF
+        for i in range(new_begin if t > 0 else 0, n_tok):
+            if tok_cost[i] < eps_best:
+                eps_best = tok_cost[i]
+        eps_cutoff = eps_best + beam
         qn = 0
-        for tk in range(new_begin, n_tok):
-            queue = _grow_i(queue, qn)
-            queue[qn] = tk
-            qn += 1
+        for tk in range(new_begin if t > 0 else 0, n_tok):
+            if emit_begin[tok_state[tk]] > offsets[tok_state[tk]]:
+                queue = _grow(queue, qn, qn)
+                queue[qn] = tk
+                qn += 1
         while qn > 0:
             qn -= 1
             tk = queue[qn]
-            if tok_cost[tk] > next_best + beam:
+            tc = tok_cost[tk]
+            if tc > eps_cutoff:
                 continue
             s = tok_state[tk]
-            for a in range(offsets[s], offsets[s + 1]):
-                if ilabel[a] != 0:
-                    continue
-                c = tok_cost[tk] + weight[a] + (wip if olabel[a] != 0 else 0.0)
-                if c > next_best + beam:
+            for a in range(offsets[s], emit_begin[s]):
+                c = tc + weight[a]
+                if olabel[a] != 0:
+                    c += wip
+                if c >= eps_cutoff:
                     continue
                 d = dst[a]
                 nt = state2tok[d]
                 if nt < 0:
-                    tok_state = _grow_i(tok_state, n_tok)
-                    tok_cost = _grow_i(tok_cost, n_tok)
-                    tok_frame = _grow_i(tok_frame, n_tok)
-                    tok_best = _grow_i(tok_best, n_tok)
                     nt = n_tok
                     n_tok += 1
                     tok_state[nt] = d
                     tok_cost[nt] = INF
-                    tok_frame[nt] = t + 1
-                    tok_best[nt] = -1
+                    tok_frame[nt] = t
                     state2tok[d] = nt
-                l_src = _grow_i(l_src, n_link)
-                l_dst = _grow_i(l_dst, n_link)
-                l_arc = _grow_i(l_arc, n_link)
-                l_ac = _grow_i(l_ac, n_link)
-                l_src[n_link] = tk
-                l_dst[n_link] = nt
-                l_arc[n_link] = a
-                l_ac[n_link] = 0.0
-                n_link += 1
+                if keep_links:
+                    if n_link >= l_src.shape[0]:
+                        l_src = _grow(l_src, n_link, n_link)
+                        l_dst = _grow(l_dst, n_link, n_link)
+                        l_arc = _grow(l_arc, n_link, n_link)
+                        l_ac = _grow(l_ac, n_link, n_link)
+                    l_src[n_link] = tk
+                    l_dst[n_link] = nt
+                    l_arc[n_link] = a
+                    l_ac[n_link] = 0.0
+                    n_link += 1
                 if c < tok_cost[nt]:
                     tok_cost[nt] = c
-                    tok_best[nt] = n_link - 1
-                    queue = _grow_i(queue, qn)
-                    queue[qn] = nt
-                    qn += 1
-        for i in range(new_begin, n_tok):
+                    tok_prev[nt] = tk
+                    tok_arc[nt] = a
+                    if emit_begin[d] > offsets[d]:
+                        queue = _grow(queue, qn, qn)
+                        queue[qn] = nt
+                        qn += 1
+        if t > 0:
+            frame_begin = new_begin
+        # the frame is complete: its tokens leave the state map before the next one is made
+        for i in range(frame_begin, n_tok):
             state2tok[tok_state[i]] = -1
-        frame_begin = new_begin
-        frame_end = n_tok
-    return (tok_state[:n_tok], tok_cost[:n_tok], tok_frame[:n_tok], tok_best[:n_tok],
-            l_src[:n_link], l_dst[:n_link], l_arc[:n_link], l_ac[:n_link], frame_begin)
+    return (tok_state[:n_tok], tok_cost[:n_tok], tok_frame[:n_tok], tok_prev[:n_tok],
+            tok_arc[:n_tok], frame_begin, l_src[:n_link], l_dst[:n_link], l_arc[:n_link],
+            l_ac[:n_link])
+
+
+@numba.njit(cache=True)
+def _best_path(best_tok, tok_prev, tok_arc, tok_frame, ilabel, olabel, weight, scores,
+               ilabel_offset, wip, T):
+    """Follow back-pointers from ``best_tok``: returns word ids int32[n], word frames
+    int32[n, 2] (first and last frame of each word's tokens), graph and acoustic cost."""
+    n = 0
+    tk = best_tok
+    while tok_arc[tk] >= 0:
+        n += 1
+        tk = tok_prev[tk]
+    arcs = np.empty(n, np.int32)
+    toks = np.empty(n, np.int32)
+    tk = best_tok
+    for i in range(n - 1, -1, -1):
+        arcs[i] = tok_arc[tk]
+        toks[i] = tk
+        tk = tok_prev[tk]
+    n_words = 0
+    for i in range(n):
+        if olabel[arcs[i]] != 0:
+            n_words += 1
+    words = np.empty(n_words, np.int32)
+    frames = np.zeros((n_words, 2), np.int32)
+    graph_cost = 0.0
+    ac_cost = 0.0
+    k = 0
+    for i in range(n):
+        a = arcs[i]
+        graph_cost += weight[a]
+        frame = tok_frame[toks[i]] - 1  # the frame this arc consumed (or follows)
+        if ilabel[a] != 0:
+            ac_cost -= scores[frame, ilabel[a] - ilabel_offset]
+        if olabel[a] != 0:
+            graph_cost += wip
+            if k > 0:
+                end = frame - 1 if ilabel[a] != 0 else frame
+                frames[k - 1, 1] = max(frames[k - 1, 0], end)
+            words[k] = olabel[a]
+            frames[k, 0] = max(frame, 0)
+            frames[k, 1] = max(frame, 0)
+            k += 1
+    if n_words > 0:
+        frames[n_words - 1, 1] = max(frames[n_words - 1, 0], T - 1)
+    return words, frames, graph_cost, ac_cost
 
 
 @numba.njit(cache=True)
@@ -316,64 +455,54 @@ def _backward_costs(n_tok, l_src, l_dst, l_cost, end_cost):
 def viterbi_decode(graph: GraphArrays, log_likelihoods, beam: float = 16.0,
                    max_active: int = 7000, min_active: int = 200, acoustic_scale: float = 1.0,
                    word_insertion_penalty: float = 0.0, ilabel_offset: int = 1,
-                   lattice_beam: float | None = None) -> DecodeResult:
+                   lattice_beam: float | None = None, beam_delta: float = 0.5) -> DecodeResult:
     """Decode one utterance.
 
     Args:
         graph: the decoding graph (e.g. TLG) as CSR arrays.
         log_likelihoods: ``[T, C]`` natural-log scores (array or decodable); column
             ``ilabel - ilabel_offset`` scores input label ``ilabel``.
-        beam, max_active, min_active: search pruning (cost units, token counts).
+        beam, max_active, min_active: search pruning (cost units, token counts per frame).
         acoustic_scale: multiplies the scores.
         word_insertion_penalty: cost added per output word.
-        lattice_beam: if given, keep the raw lattice pruned to this beam in the result.
+        lattice_beam: if given, keep the raw lattice pruned to this beam in the result (the
+            search then stores every expansion; without it only back-pointers are kept).
+        beam_delta: added to the adapted beam when ``max_active``/``min_active`` bind (Kaldi's
+            ``--beam-delta``).
     Returns:
         A ``DecodeResult``.
     """
     scores = as_matrix(log_likelihoods, acoustic_scale)
     T = scores.shape[0]
-    (tok_state, tok_cost, tok_frame, tok_best, l_src, l_dst, l_arc, l_ac,
-     last_begin) = _search(graph.offsets, graph.dst, graph.ilabel, graph.olabel, graph.weight,
-                           graph.final, graph.start, scores, ilabel_offset, np.float32(beam),
-                           max_active, min_active, np.float32(word_insertion_penalty))
+    g = graph.search_arrays()
+    keep_links = lattice_beam is not None
+    wip = np.float32(word_insertion_penalty)
+    try:
+        (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, last_begin, l_src, l_dst, l_arc,
+         l_ac) = _search(g.offsets, g.emit_begin, g.dst, g.ilabel, g.olabel, g.weight, g.start,
+                         scores, ilabel_offset, np.float32(beam), int(max_active),
+                         int(min_active), np.float32(beam_delta), wip, keep_links, g.state_map())
+    except BaseException:
+        g.drop_state_map()  # an interrupted search may leave entries set
+        raise
     last = np.arange(last_begin, len(tok_state))
-    if len(last) == 0:
+    if len(last) == 0 or tok_frame[last[0]] != T:
         return DecodeResult([], np.zeros((0, 2), np.int32), float("inf"), float("inf"),
-                            float("inf"), False)
-    with_final = tok_cost[last] + graph.final[tok_state[last]]
+                            float("inf"), False, num_tokens=len(tok_state))
+    with_final = tok_cost[last] + g.final[tok_state[last]]
     reached = bool(np.isfinite(with_final).any())
-    end_cost = np.where(np.isfinite(with_final), with_final, np.inf) if reached else \
-        tok_cost[last]
+    end_cost = with_final if reached else tok_cost[last]
     best_tok = int(last[int(np.argmin(end_cost))])
     total = float(end_cost.min())
-    words, frames, graph_cost, ac_cost = [], [], 0.0, 0.0
-    tk = best_tok
-    path_links = []
-    while tok_best[tk] >= 0:
-        li = int(tok_best[tk])
-        path_links.append(li)
-        tk = int(l_src[li])
-    path_links.reverse()
-    for li in path_links:
-        a = int(l_arc[li])
-        graph_cost += float(graph.weight[a]) + (word_insertion_penalty
-                                                if graph.olabel[a] != 0 else 0.0)
-        ac_cost += float(l_ac[li])
-        frame = int(tok_frame[l_dst[li]]) - 1  # the frame this link consumed (or follows)
-        if graph.olabel[a] != 0:
-            if words:
-                frames[-1][1] = max(frames[-1][0], frame - 1 if graph.ilabel[a] else frame)
-            words.append(int(graph.olabel[a]))
-            frames.append([max(frame, 0), max(frame, 0)])
-    if words:
-        frames[-1][1] = max(frames[-1][0], T - 1)
+    words, frames, graph_cost, ac_cost = _best_path(best_tok, tok_prev, tok_arc, tok_frame,
+                                                    g.ilabel, g.olabel, g.weight, scores,
+                                                    ilabel_offset, wip, T)
     if reached:
-        graph_cost += float(graph.final[tok_state[best_tok]])
-    result = DecodeResult(words, np.array(frames, np.int32).reshape(-1, 2), total, graph_cost,
-                          ac_cost, reached)
-    if lattice_beam is not None:
-        wip = np.float32(word_insertion_penalty)
-        l_graph = graph.weight[l_arc] + np.where(graph.olabel[l_arc] != 0, wip, 0)
+        graph_cost += float(g.final[tok_state[best_tok]])
+    result = DecodeResult(words.tolist(), frames, total, float(graph_cost), float(ac_cost),
+                          reached, num_tokens=len(tok_state))
+    if keep_links:
+        l_graph = g.weight[l_arc] + np.where(g.olabel[l_arc] != 0, wip, np.float32(0))
         l_cost = (l_graph + l_ac).astype(np.float32)
         end = np.full(len(tok_state), np.inf, np.float32)
         # cost to go from a last-frame token: its final weight (0 when no final was reached)
@@ -383,10 +512,10 @@ def viterbi_decode(graph: GraphArrays, log_likelihoods, beam: float = 16.0,
         keep = tok_cost[l_src] + l_cost + beta[l_dst] <= total + lattice_beam
         links = np.zeros(int(keep.sum()), LINK_DTYPE)
         links["src_tok"], links["dst_tok"] = l_src[keep], l_dst[keep]
-        links["ilabel"], links["olabel"] = graph.ilabel[l_arc[keep]], graph.olabel[l_arc[keep]]
+        links["ilabel"], links["olabel"] = g.ilabel[l_arc[keep]], g.olabel[l_arc[keep]]
         links["graph_cost"], links["ac_cost"] = l_graph[keep], l_ac[keep]
         result.lattice_links = links
-        result.lattice_final = {int(t): float(end[t]) for t, c in zip(last, end_cost)
-                                if np.isfinite(c) and c <= total + lattice_beam}
-        result.lattice_tok_frame = tok_frame
+        ends = last[np.isfinite(end_cost) & (end_cost <= total + lattice_beam)]
+        result.lattice_final = dict(zip(ends.tolist(), end[ends].astype(np.float64).tolist()))
+        result.lattice_tok_frame = tok_frame.copy()  # not a view of the grown buffer
     return result
