@@ -83,10 +83,10 @@ def load_model_dir(path: str, need_graph: bool = True) -> ModelDir:
         raise FileNotFoundError(f"{mpath}: not a model folder (make one with asrkit package)")
     with open(mpath, encoding="utf-8") as f:
         manifest = json.load(f)
-    model = load(os.path.join(path, manifest.get("model", "model.mdl")))
-    fconf = load_feature_config(os.path.join(path, manifest.get("features", "features.toml")))
+    model = load(os.path.join(path, manifest.get("model") or "model.mdl"))
+    fconf = load_feature_config(os.path.join(path, manifest.get("features") or "features.toml"))
     graph = None
-    gdir = os.path.join(path, manifest.get("graph", "graph"))
+    gdir = os.path.join(path, manifest.get("graph") or "graph")
     if os.path.isdir(gdir):
         from asrkit.decoders.decode import DecodingGraph
 
