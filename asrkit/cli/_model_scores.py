@@ -45,7 +45,7 @@ def model_scores(model_path: str, data_dir: str):
     mode = reader.get("cmvn", "speaker")
     cmvn = RandomAccessTable(f"scp:{os.path.join(data_dir, 'cmvn.scp')}") \
         if mode == "speaker" and d.has("cmvn.scp") else None
-    utt2spk = d.utt2spk() if cmvn is not None else {}
+    utt2spk = d.utt2spk if cmvn is not None else {}
     feats = RandomAccessTable(f"scp:{os.path.join(data_dir, 'feats.scp')}")
     num_frames = d.utt2num_frames() if d.has("utt2num_frames") else {}
     utts = sorted(feats.keys(), key=lambda u: (num_frames.get(u, 0), u))

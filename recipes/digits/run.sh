@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Connected digits, end to end: synthetic corpus -> features -> BLSTM-CTC -> graphs -> decode -> WER.
 #
-#   recipes/digits/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--test-speakers N]
-#                         [--utts-per-speaker N] [--epochs N] [--jobs N]
+#   recipes/digits/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--dev-speakers N]
+#                         [--test-speakers N] [--utts-per-speaker N] [--epochs N] [--jobs N]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 data      synthesise the corpus with eSpeak NG (train/test split by voice)
@@ -18,6 +18,7 @@ cd "$(dirname "$0")"
 stage=0
 stop_stage=100
 train_speakers=160
+dev_speakers=10
 test_speakers=40
 utts_per_speaker=20
 epochs=12
@@ -28,6 +29,7 @@ while [ $# -gt 0 ]; do
     --stage) stage=$2; shift 2 ;;
     --stop-stage) stop_stage=$2; shift 2 ;;
     --train-speakers) train_speakers=$2; shift 2 ;;
+    --dev-speakers) dev_speakers=$2; shift 2 ;;
     --test-speakers) test_speakers=$2; shift 2 ;;
     --utts-per-speaker) utts_per_speaker=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
@@ -60,11 +62,12 @@ log() { echo "$*" >> exp/commands.txt; "$@"; }
 
 stage_data() {
   log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \
-    --test-speakers "$test_speakers" --utts-per-speaker "$utts_per_speaker"
+    --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" \
+    --utts-per-speaker "$utts_per_speaker"
 }
 
 stage_features() {
-  for part in train test; do
+  for part in train dev test; do
     log asrkit compute-features "data/$part" --config conf/fbank.toml --out "data/fbank/$part" \
       --jobs "$jobs"
   done
@@ -96,9 +99,10 @@ stage_decode() {
 }
 
 stage_final() {
-  log asrkit model package --model exp/blstm/final.mdl --graph exp/graph_tg \
+  log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg \
     --features conf/fbank.toml --out exp/final
-  log asrkit report exp/blstm --title "digits: BLSTM-CTC" --out exp/blstm/report.html
+  log asrkit report exp/blstm --title "digits: BLSTM-CTC" --ref data/test/text \
+    --commands exp/commands.txt --config conf/train.toml --config conf/fbank.toml
 }
 
 run_stage 0 data stage_data

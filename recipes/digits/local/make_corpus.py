@@ -9,10 +9,12 @@ at 0-30 dB SNR, gain, and silence padding. Where Debian's `flite` is installed i
 as extra speakers. The voice variants of the test speakers never occur in training, so the test set
 measures generalisation to unheard voices.
 
-Writes Kaldi data directories OUT/train and OUT/test (wav.scp, text, utt2spk, spk2utt, utt2dur)
-with 16 kHz 16-bit wavs under OUT/wav/.
+Writes Kaldi data directories OUT/train, OUT/dev (held-out speakers with training voice variants,
+for cross-validation during training) and OUT/test (unheard voice variants), each with wav.scp,
+text, utt2spk, spk2utt, utt2dur, and 16 kHz 16-bit wavs under OUT/wav/.
 
-Usage: make_corpus.py OUT [--train-speakers N] [--test-speakers N] [--utts-per-speaker N] [--seed S]
+Usage: make_corpus.py OUT [--train-speakers N] [--dev-speakers N] [--test-speakers N]
+                          [--utts-per-speaker N] [--seed S]
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", help="output folder (gets train/, test/ and wav/)")
     p.add_argument("--train-speakers", type=int, default=160)
+    p.add_argument("--dev-speakers", type=int, default=10)
     p.add_argument("--test-speakers", type=int, default=40)
     p.add_argument("--utts-per-speaker", type=int, default=20)
     p.add_argument("--seed", type=int, default=1)
@@ -167,14 +170,17 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(args.seed)
     train = make_speakers(rng, train_variants, args.train_speakers, "tr")
     test = make_speakers(rng, test_variants, args.test_speakers, "te")
+    dev = make_speakers(rng, train_variants, args.dev_speakers, "dv")
     extra = flite_speakers("fl")
     # flite voices: the first half train, the rest test (different voices in each)
     train += extra[: len(extra) // 2]
     test += extra[len(extra) // 2:]
     n_train = write_split(args.out, "train", train, args.utts_per_speaker, args.seed, engine)
     n_test = write_split(args.out, "test", test, args.utts_per_speaker, args.seed + 1, engine)
-    print(f"made {n_train} training and {n_test} test utterances "
-          f"({len(train)} / {len(test)} speakers, flite voices: {len(extra)}) in {args.out}")
+    n_dev = write_split(args.out, "dev", dev, args.utts_per_speaker, args.seed + 2, engine)
+    print(f"made {n_train} training, {n_dev} dev and {n_test} test utterances "
+          f"({len(train)} / {len(dev)} / {len(test)} speakers, flite voices: {len(extra)}) "
+          f"in {args.out}")
     return 0
 
 
