@@ -1,0 +1,205 @@
+"""Sequence kernels over padded batches ``x [T, B, ...]`` with ``lengths int[B]``.
+
+Every op honours the lengths: padded frames (``t >= lengths[b]``) are never read, outputs are
+zero there and so are the gradients, so padding never reaches a statistic or a loss.
+``lengths=None`` means every sequence is T frames long. Each forward has a ``*_backward`` that
+the graph engine calls with the output gradient; the gradient of :func:`pad_sequences` is
+:func:`unpad_sequences` and the other way round.
+
+Feature axes: ``masked_sum``, ``masked_mean``, ``sequence_reverse``, ``subsample_frames`` and the
+softmaxes over time take any trailing shape (``[T, B]``, ``[T, B, D]``, ``[T, B, C, D]``);
+the softmaxes over features, ``splice_frames`` and ``stack_frames`` take ``[T, B, D]``.
+
+Devices: ``"reference"`` (numpy twin), ``"cpu"`` (numba.njit), ``"cuda"`` (numba.cuda; device
+arrays in and out, host arrays are copied over). New lengths are returned as host ``int32[B]``
+on every device. ``device=None`` follows the arrays.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from asrkit.kernels._device import resolve_device
+
+__all__ = [
+    "masked_softmax", "masked_softmax_backward", "masked_log_softmax",
+    "masked_log_softmax_backward", "masked_sum", "masked_sum_backward", "masked_mean",
+    "masked_mean_backward", "sequence_reverse", "sequence_reverse_backward", "splice_frames",
+    "splice_frames_backward", "stack_frames", "stack_frames_backward", "subsample_frames",
+    "subsample_frames_backward", "pad_sequences", "unpad_sequences",
+]
+
+
+def _backend(device, *arrays):
+    dev = resolve_device(device, *arrays)
+    # numba's CUDA simulator arrays have no __cuda_array_interface__; they do have copy_to_host
+    if device is None and dev == "cpu" and any(hasattr(a, "copy_to_host") for a in arrays):
+        dev = resolve_device("cuda")
+    return importlib.import_module(f"asrkit.kernels.{dev}.sequence")
+
+
+def _flat(name, x, min_ndim=2):
+    """View ``x [T, B, ...]`` as ``[T, B, F]``; returns the view and the trailing shape."""
+    if len(x.shape) < min_ndim:
+        raise ValueError(f"{name}: expected an array [T, B, ...], got shape {tuple(x.shape)}")
+    T, B = tuple(x.shape)[:2]
+    return x.reshape(T, B, -1), tuple(x.shape)[2:]
+
+
+def _three(name, x):
+    if len(x.shape) != 3:
+        raise ValueError(f"{name}: expected an array [T, B, D], got shape {tuple(x.shape)}")
+    return x
+
+
+def _unflat(a, lead, trailing):
+    return a.reshape(*lead, *trailing)
+
+
+def _softmax_call(fname, x, lengths, axis, device):
+    mod = _backend(device, x)
+    if axis == 0:
+        x3, trailing = _flat(fname, x)
+        y = getattr(mod, fname)(x3, lengths, 0)
+        return _unflat(y, tuple(x.shape)[:2], trailing)
+    return getattr(mod, fname)(_three(fname, x), lengths, axis)
+
+
+def masked_softmax(x, lengths=None, axis=-1, device=None):
+    """Softmax over features (``axis=-1``, x ``[T, B, D]``) or over each sequence's valid frames
+    (``axis=0``, x ``[T, B, ...]``). Returns an array like ``x``, zero on padded frames."""
+    return _softmax_call("masked_softmax", x, lengths, axis, device)
+
+
+def masked_log_softmax(x, lengths=None, axis=-1, device=None):
+    """Log-softmax over features (``axis=-1``) or valid frames (``axis=0``); zero on padding."""
+    return _softmax_call("masked_log_softmax", x, lengths, axis, device)
+
+
+def _softmax_backward_call(fname, dy, y, lengths, axis, device):
+    mod = _backend(device, y)
+    if axis == 0:
+        y3, trailing = _flat(fname, y)
+        dx = getattr(mod, fname)(dy.reshape(y3.shape), y3, lengths, 0)
+        return _unflat(dx, tuple(y.shape)[:2], trailing)
+    return getattr(mod, fname)(dy, _three(fname, y), lengths, axis)
+
+
+def masked_softmax_backward(dy, y, lengths=None, axis=-1, device=None):
+    """Gradient of :func:`masked_softmax` from its output ``y``: ``y * (dy - sum(dy * y))``
+    over the same axis; zero on padding. Returns an array like ``y``."""
+    return _softmax_backward_call("masked_softmax_backward", dy, y, lengths, axis, device)
+
+
+def masked_log_softmax_backward(dy, y, lengths=None, axis=-1, device=None):
+    """Gradient of :func:`masked_log_softmax` from its output ``y``:
+    ``dy - exp(y) * sum(dy)``; zero on padding."""
+    return _softmax_backward_call("masked_log_softmax_backward", dy, y, lengths, axis, device)
+
+
+def masked_sum(x, lengths=None, device=None):
+    """Sum over each sequence's valid frames: ``x [T, B, ...] -> [B, ...]``."""
+    x3, trailing = _flat("masked_sum", x)
+    return _unflat(_backend(device, x).masked_sum(x3, lengths), tuple(x.shape)[1:2], trailing)
+
+
+def masked_sum_backward(dy, lengths, T, device=None):
+    """Gradient of :func:`masked_sum`: ``dy [B, ...]`` copied to the valid frames of
+    ``[T, B, ...]``."""
+    B, trailing = dy.shape[0], tuple(dy.shape)[1:]
+    dx = _backend(device, dy).masked_sum_backward(dy.reshape(B, -1), lengths, T)
+    return _unflat(dx, (T, B), trailing)
+
+
+def masked_mean(x, lengths=None, device=None):
+    """Mean over each sequence's valid frames: ``x [T, B, ...] -> [B, ...]``; 0 when empty."""
+    x3, trailing = _flat("masked_mean", x)
+    return _unflat(_backend(device, x).masked_mean(x3, lengths), tuple(x.shape)[1:2], trailing)
+
+
+def masked_mean_backward(dy, lengths, T, device=None):
+    """Gradient of :func:`masked_mean`: ``dy [B, ...] / lengths`` on the valid frames."""
+    B, trailing = dy.shape[0], tuple(dy.shape)[1:]
+    dx = _backend(device, dy).masked_mean_backward(dy.reshape(B, -1), lengths, T)
+    return _unflat(dx, (T, B), trailing)
+
+
+def sequence_reverse(x, lengths=None, device=None):
+    """Reverse each sequence within its own length: ``y[t, b] = x[lengths[b]-1-t, b]``,
+    zero on padding. ``x [T, B, ...]``; returns the same shape."""
+    x3, trailing = _flat("sequence_reverse", x)
+    return _unflat(_backend(device, x).sequence_reverse(x3, lengths), tuple(x.shape)[:2], trailing)
+
+
+def sequence_reverse_backward(dy, lengths=None, device=None):
+    """Gradient of :func:`sequence_reverse`: the same reversal applied to ``dy``."""
+    return sequence_reverse(dy, lengths, device)
+
+
+def splice_frames(x, lengths=None, left=0, right=0, device=None):
+    """Splice context frames as Kaldi's ``splice-feats --left-context --right-context``.
+
+    ``x [T, B, D] -> [T, B, (left+1+right)*D]``: output frame t is ``x[t-left] .. x[t+right]``
+    concatenated in that order, with frames before the start or past ``lengths[b]-1`` replaced
+    by the sequence's first or last frame (edge replication); zero on padding.
+    """
+    return _backend(device, x).splice_frames(_three("splice_frames", x), lengths, left, right)
+
+
+def splice_frames_backward(dy, lengths=None, left=0, right=0, device=None):
+    """Gradient of :func:`splice_frames`: ``dy [T, B, K*D] -> dx [T, B, D]`` (the scatter-add
+    of every block to the frame it was read from)."""
+    return _backend(device, dy).splice_frames_backward(_three("splice_frames_backward", dy),
+                                                       lengths, left, right)
+
+
+def stack_frames(x, lengths=None, stack=2, stride=None, mode="ceil", device=None):
+    """Stack ``stack`` consecutive frames, keeping every ``stride``-th window (default
+    ``stride = stack``): ``x [T, B, D] -> y [T', B, stack*D]``, output frame j being
+    ``x[j*stride] .. x[j*stride+stack-1]`` concatenated.
+
+    ``mode="ceil"``: ``ceil(len / stride)`` output frames (``T' = ceil(T / stride)``), windows
+    running past a sequence's end repeat its last frame. ``mode="floor"``: only windows wholly
+    inside the sequence, ``max(0, (len - stack) // stride + 1)`` frames. Returns
+    ``(y, new_lengths int32[B])``.
+    """
+    return _backend(device, x).stack_frames(_three("stack_frames", x), lengths, stack, stride,
+                                            mode)
+
+
+def stack_frames_backward(dy, lengths, T, stack=2, stride=None, mode="ceil", device=None):
+    """Gradient of :func:`stack_frames`: ``dy [T', B, stack*D] -> dx [T, B, D]``; ``lengths``
+    and ``T`` are the forward input's."""
+    return _backend(device, dy).stack_frames_backward(_three("stack_frames_backward", dy),
+                                                      lengths, T, stack, stride, mode)
+
+
+def subsample_frames(x, lengths=None, factor=2, offset=0, device=None):
+    """Keep frames ``offset, offset+factor, ...``: ``x [T, B, ...] -> y [T', B, ...]``.
+
+    New lengths are ``ceil((len - offset) / factor)``, the number of kept frames that exist
+    (``T' = ceil((T - offset) / factor)``). Returns ``(y, new_lengths int32[B])``.
+    """
+    x3, trailing = _flat("subsample_frames", x)
+    y, new = _backend(device, x).subsample_frames(x3, lengths, factor, offset)
+    return _unflat(y, (y.shape[0], x.shape[1]), trailing), new
+
+
+def subsample_frames_backward(dy, lengths, T, factor=2, offset=0, device=None):
+    """Gradient of :func:`subsample_frames`: ``dy [T', B, ...] -> dx [T, B, ...]``."""
+    dy3, trailing = _flat("subsample_frames_backward", dy)
+    dx = _backend(device, dy).subsample_frames_backward(dy3, lengths, T, factor, offset)
+    return _unflat(dx, (T, dy.shape[1]), trailing)
+
+
+def pad_sequences(seqs, pad_value=0.0, max_len=None, device=None):
+    """List of B arrays ``[T_b, ...]`` -> ``(x [T, B, ...], lengths int32[B])`` with
+    ``T = max(T_b)`` (or ``max_len``) and ``pad_value`` on padding. Its gradient is
+    :func:`unpad_sequences` of the output gradient."""
+    return _backend(device, *seqs).pad_sequences(list(seqs), pad_value, max_len)
+
+
+def unpad_sequences(x, lengths, device=None):
+    """``x [T, B, ...]`` + ``lengths`` -> list of B arrays ``[lengths[b], ...]``. Its gradient
+    is :func:`pad_sequences` of the gradients (with ``max_len=T``)."""
+    return _backend(device, x).unpad_sequences(x, lengths)

@@ -1,0 +1,271 @@
+"""LSTM kernels against torch.nn.LSTM (packed sequences, uni/bi, projection) and each other."""
+
+import numpy as np
+import pytest
+import torch
+
+from asrkit.kernels import blstm_backward, blstm_forward, lstm_backward, lstm_forward
+
+NAMES = ("w_ih", "w_hh", "b_ih", "b_hh", "w_hr")
+
+
+def make_params(rng, I, H, P=None, dirs=None, dtype=np.float32):
+    """torch-initialised-like weights; stacked on a leading [2] axis when dirs == 2."""
+    lead = () if dirs is None else (dirs,)
+    PP = P or H
+    k = 1 / np.sqrt(H)
+    shapes = {"w_ih": (4 * H, I), "w_hh": (4 * H, PP), "b_ih": (4 * H,), "b_hh": (4 * H,)}
+    if P:
+        shapes["w_hr"] = (P, H)
+    p = {n: rng.uniform(-k, k, lead + s).astype(dtype) for n, s in shapes.items()}
+    p.setdefault("w_hr", None)
+    return p
+
+
+def make_inputs(rng, T, B, I, H, P=None, dirs=None, dtype=np.float32):
+    lead = () if dirs is None else (dirs,)
+    PP = P or H
+    x = rng.standard_normal((T, B, I)).astype(dtype)
+    h0 = rng.standard_normal(lead + (B, PP)).astype(dtype) * 0.5
+    c0 = rng.standard_normal(lead + (B, H)).astype(dtype) * 0.5
+    return x, h0, c0
+
+
+def torch_lstm(x, h0, c0, params, lengths, bidirectional, r, rh, rc):
+    """torch.nn.LSTM on a packed batch; returns outputs and autograd gradients of
+    sum(y*r) + sum(h_n*rh) + sum(c_n*rc), named like asrkit's results."""
+    T, B, In = x.shape
+    H = params["w_ih"].shape[-2] // 4
+    P = 0 if params["w_hr"] is None else params["w_hr"].shape[-2]
+    m = torch.nn.LSTM(In, H, bidirectional=bidirectional, proj_size=P)
+    suffixes = ["", "_reverse"] if bidirectional else [""]
+    torch_names = {"w_ih": "weight_ih", "w_hh": "weight_hh", "b_ih": "bias_ih",
+                   "b_hh": "bias_hh", "w_hr": "weight_hr"}
+    with torch.no_grad():
+        for d, sfx in enumerate(suffixes):
+            for n in NAMES:
+                if params[n] is None:
+                    continue
+                v = params[n][d] if bidirectional else params[n]
+                getattr(m, f"{torch_names[n]}_l0{sfx}").copy_(torch.from_numpy(v))
+    lead = (lambda a: a) if bidirectional else (lambda a: a[None])
+    xt = torch.tensor(x, requires_grad=True)
+    h0t = torch.tensor(lead(h0), requires_grad=True)
+    c0t = torch.tensor(lead(c0), requires_grad=True)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(xt, torch.tensor(lengths),
+                                                     enforce_sorted=False)
+    out, (hn, cn) = m(packed, (h0t, c0t))
+    y, _ = torch.nn.utils.rnn.pad_packed_sequence(out, total_length=T)
+    loss = ((y * torch.tensor(r)).sum() + (hn * torch.tensor(lead(rh))).sum()
+            + (cn * torch.tensor(lead(rc))).sum())
+    loss.backward()
+    unlead = (lambda a: a) if bidirectional else (lambda a: a[0])
+    res = {"y": y.detach().numpy(), "h_n": unlead(hn.detach().numpy()),
+           "c_n": unlead(cn.detach().numpy()), "dx": xt.grad.numpy(),
+           "dh0": unlead(h0t.grad.numpy()), "dc0": unlead(c0t.grad.numpy())}
+    for n in NAMES:
+        if params[n] is None:
+            continue
+        grads = [getattr(m, f"{torch_names[n]}_l0{s}").grad.numpy() for s in suffixes]
+        res["d" + n] = np.stack(grads) if bidirectional else grads[0]
+    return res
+
+
+GRAD_NAMES = ("dx", "dh0", "dc0", "dw_ih", "dw_hh", "db_ih", "db_hh", "dw_hr")
+
+
+def assert_matches(ours, ref, atol, rtol=1e-4):
+    for name, v in ours.items():
+        np.testing.assert_allclose(v, ref[name], atol=atol, rtol=rtol, err_msg=name)
+
+
+@pytest.mark.parametrize("device", ["reference", "cpu"])
+@pytest.mark.parametrize("proj", [None, 2])
+def test_lstm_matches_torch_packed(rng, device, proj):
+    T, B, In, H = 6, 4, 5, 3
+    lengths = np.array([4, 6, 1, 3], np.int32)
+    p = make_params(rng, In, H, proj)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, proj)
+    PP = proj or H
+    r = rng.standard_normal((T, B, PP)).astype(np.float32)
+    rh = rng.standard_normal((B, PP)).astype(np.float32)
+    rc = rng.standard_normal((B, H)).astype(np.float32)
+    ref = torch_lstm(x, h0, c0, p, lengths, False, r, rh, rc)
+    y, h_n, c_n, cache = lstm_forward(x, h0, c0, p["w_ih"], p["w_hh"], p["b_ih"], p["b_hh"],
+                                      lengths, device=device, w_hr=p["w_hr"])
+    assert y.dtype == np.float32 and y.shape == (T, B, PP)
+    assert_matches({"y": y, "h_n": h_n, "c_n": c_n}, ref, atol=1e-5)
+    assert not y[lengths[2]:, 2].any()
+    grads = lstm_backward(r, rh, rc, cache)
+    assert len(grads) == (8 if proj else 7)
+    assert_matches(dict(zip(GRAD_NAMES, grads)), ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["reference", "cpu"])
+@pytest.mark.parametrize("proj", [None, 2])
+def test_blstm_matches_torch_packed(rng, device, proj):
+    T, B, In, H = 5, 3, 4, 3
+    lengths = np.array([2, 5, 4], np.int64)
+    p = make_params(rng, In, H, proj, dirs=2)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, proj, dirs=2)
+    PP = proj or H
+    r = rng.standard_normal((T, B, 2 * PP)).astype(np.float32)
+    rh = rng.standard_normal((2, B, PP)).astype(np.float32)
+    rc = rng.standard_normal((2, B, H)).astype(np.float32)
+    ref = torch_lstm(x, h0, c0, p, lengths, True, r, rh, rc)
+    y, h_n, c_n, cache = blstm_forward(x, h0, c0, p["w_ih"], p["w_hh"], p["b_ih"], p["b_hh"],
+                                       lengths, device=device, w_hr=p["w_hr"])
+    assert y.shape == (T, B, 2 * PP) and h_n.shape == (2, B, PP) and c_n.shape == (2, B, H)
+    assert_matches({"y": y, "h_n": h_n, "c_n": c_n}, ref, atol=1e-5)
+    grads = blstm_backward(r, rh, rc, cache)
+    assert_matches(dict(zip(GRAD_NAMES, grads)), ref, atol=1e-4)
+
+
+def test_blstm_concurrent_equals_sequential(rng):
+    T, B, In, H = 7, 3, 4, 5
+    p = make_params(rng, In, H, dirs=2)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, dirs=2)
+    lengths = np.array([7, 3, 5])
+    dy = rng.standard_normal((T, B, 2 * H)).astype(np.float32)
+    outs = []
+    for concurrent in (False, True):
+        y, h_n, c_n, cache = blstm_forward(x, h0, c0, *(p[n] for n in NAMES[:4]), lengths,
+                                           concurrent=concurrent)
+        outs.append((y, h_n, c_n, *blstm_backward(dy, None, None, cache,
+                                                    concurrent=concurrent)))
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("proj", [None, 3])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cpu_matches_reference(rng, proj, reverse, dtype):
+    T, B, In, H = 6, 4, 3, 4
+    lengths = np.array([6, 0, 2, 5])
+    p = make_params(rng, In, H, proj, dtype=dtype)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, proj, dtype=dtype)
+    PP = proj or H
+    dy = rng.standard_normal((T, B, PP)).astype(dtype)
+    dh = rng.standard_normal((B, PP)).astype(dtype)
+    dc = rng.standard_normal((B, H)).astype(dtype)
+    tol = 1e-12 if dtype == np.float64 else 2e-6
+    res = []
+    for device in ("reference", "cpu"):
+        y, h_n, c_n, cache = lstm_forward(x, h0, c0, *(p[n] for n in NAMES[:4]), lengths,
+                                          device=device, reverse=reverse, w_hr=p["w_hr"])
+        res.append((y, h_n, c_n, *lstm_backward(dy, dh, dc, cache)))
+    for name, a, b in zip(("y", "h_n", "c_n") + GRAD_NAMES, *res):
+        assert a.dtype == dtype, name
+        np.testing.assert_allclose(b, a, atol=tol, rtol=tol * 10, err_msg=name)
+    # zero-length sequence: state passes through, output and input gradients are zero
+    y, h_n, c_n = res[1][:3]
+    np.testing.assert_array_equal(h_n[1], h0[1])
+    np.testing.assert_array_equal(c_n[1], c0[1])
+    assert not y[:, 1].any() and not res[1][3][:, 1].any()
+
+
+@pytest.mark.parametrize("proj", [None, 2])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_reference_gradients_by_finite_differences(rng, proj, reverse):
+    """Directional derivative of the float64 twin against central differences."""
+    T, B, In, H = 4, 3, 3, 3
+    lengths = np.array([4, 2, 3])
+    p = make_params(rng, In, H, proj, dtype=np.float64)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, proj, dtype=np.float64)
+    PP = proj or H
+    r = rng.standard_normal((T, B, PP))
+    rh, rc = rng.standard_normal((B, PP)), rng.standard_normal((B, H))
+    names = ["x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh"] + (["w_hr"] if proj else [])
+    args = {"x": x, "h0": h0, "c0": c0, **{n: p[n] for n in NAMES}}
+
+    def loss(a):
+        y, h_n, c_n, _ = lstm_forward(a["x"], a["h0"], a["c0"], a["w_ih"], a["w_hh"], a["b_ih"],
+                                      a["b_hh"], lengths, device="reference", reverse=reverse,
+                                      w_hr=a["w_hr"])
+        return (y * r).sum() + (h_n * rh).sum() + (c_n * rc).sum()
+
+    *_, cache = lstm_forward(x, h0, c0, *(p[n] for n in NAMES[:4]), lengths,
+                             device="reference", reverse=reverse, w_hr=p["w_hr"])
+    grads = dict(zip(names, lstm_backward(r, rh, rc, cache)))
+    direction = {n: rng.standard_normal(args[n].shape) for n in names}
+    eps = 1e-6
+    plus = {**args, **{n: args[n] + eps * direction[n] for n in names}}
+    minus = {**args, **{n: args[n] - eps * direction[n] for n in names}}
+    numeric = (loss(plus) - loss(minus)) / (2 * eps)
+    analytic = sum((grads[n] * direction[n]).sum() for n in names)
+    assert abs(numeric - analytic) <= 1e-6 * max(1.0, abs(numeric))
+
+
+def test_reverse_starts_at_each_sequence_end(rng):
+    """Reverse direction == forward direction over each sequence reversed within its length."""
+    T, B, In, H = 5, 2, 3, 2
+    lengths = np.array([5, 3])
+    p = make_params(rng, In, H)
+    x, h0, c0 = make_inputs(rng, T, B, In, H)
+    xr = np.zeros_like(x)
+    for b, L in enumerate(lengths):
+        xr[:L, b] = x[:L, b][::-1]
+    y, h_n, c_n, _ = lstm_forward(x, h0, c0, *(p[n] for n in NAMES[:4]), lengths, reverse=True)
+    yr, hr, cr, _ = lstm_forward(xr, h0, c0, *(p[n] for n in NAMES[:4]), lengths)
+    for b, L in enumerate(lengths):
+        np.testing.assert_allclose(y[:L, b], yr[:L, b][::-1], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(h_n, hr, rtol=1e-6)
+
+
+def test_bad_input_gives_clear_errors(rng):
+    p = make_params(rng, 3, 2)
+    x, h0, c0 = make_inputs(rng, 4, 2, 3, 2)
+    w = [p[n] for n in NAMES[:4]]
+    with pytest.raises(ValueError, match="lengths\\[1\\] = 5 is outside"):
+        lstm_forward(x, h0, c0, *w, np.array([4, 5]))
+    with pytest.raises(ValueError, match="w_hh has shape"):
+        lstm_forward(x, h0, c0, w[0], w[1][:, :1], w[2], w[3])
+    with pytest.raises(ValueError, match="x must be \\[T, B, I\\]"):
+        lstm_forward(x[0], h0, c0, *w)
+    with pytest.raises(ValueError, match="h0 has shape"):
+        lstm_forward(x, h0[:1], c0, *w)
+    with pytest.raises(ValueError, match="unknown device"):
+        lstm_forward(x, h0, c0, *w, device="tpu")
+    *_, cache = lstm_forward(x, None, None, *w)
+    with pytest.raises(ValueError, match="cache is from device 'cpu'"):
+        lstm_backward(None, None, None, cache, device="reference")
+
+
+@pytest.mark.parametrize("use_blocks", [False, True])
+def test_recurrent_gemm_strategies_agree(rng, use_blocks):
+    from asrkit.kernels.cpu.lstm import RecurrentGemm
+
+    w = rng.standard_normal((300, 400)).astype(np.float32)
+    a = rng.standard_normal((16, 300)).astype(np.float32)
+    gemm = RecurrentGemm(w, 16)
+    assert len(gemm.blocks) > 1  # 16 * 300 * 200 is past the small-matrix size
+    gemm.use_blocks = use_blocks
+    out = np.full((16, 400), np.nan, np.float32)
+    gemm(a, out, 11)
+    np.testing.assert_allclose(out[:11], a[:11] @ w, rtol=1e-5, atol=1e-5)
+    assert np.isnan(out[11:]).all()  # rows past n are left alone
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("proj,reverse,full", [(None, False, False), (2, True, False),
+                                               (None, True, True)])
+def test_cpu_batch_split_over_threads_matches_reference(rng, threads, proj, reverse, full):
+    """The batch dealt into per-thread blocks (longest first, round-robin) changes nothing."""
+    T, B, In, H = 5, 13, 3, 4
+    lengths = np.full(B, T) if full else rng.integers(0, T + 1, size=B)
+    lengths[3] = T
+    p = make_params(rng, In, H, proj, dtype=np.float64)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, proj, dtype=np.float64)
+    PP = proj or H
+    dy = rng.standard_normal((T, B, PP))
+    dh, dc = rng.standard_normal((B, PP)), rng.standard_normal((B, H))
+    res = []
+    for device, kw in (("reference", {}), ("cpu", {"threads": threads})):
+        y, h_n, c_n, cache = lstm_forward(x, h0, c0, *(p[n] for n in NAMES[:4]), lengths,
+                                          device=device, reverse=reverse, w_hr=p["w_hr"], **kw)
+        res.append((y, h_n, c_n, *lstm_backward(dy, dh, dc, cache)))
+        if device == "cpu":
+            assert len(cache.bounds) == threads
+    for name, a, b in zip(("y", "h_n", "c_n") + GRAD_NAMES, *res):
+        np.testing.assert_allclose(b, a, atol=1e-12, rtol=1e-10, err_msg=name)
