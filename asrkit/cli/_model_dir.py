@@ -105,8 +105,12 @@ def load_model_dir(path: str, need_graph: bool = True) -> ModelDir:
 
 def package_model_dir(out: str, model_path: str, features_path: str, graph_dir: str | None,
                       lexicon_path: str | None = None, cmvn: str | None = None,
-                      norm_vars: bool | None = None) -> dict:
-    """Copy a model, its feature config, graph and lexicon into ``out``; return the manifest."""
+                      norm_vars: bool | None = None, decode: dict | None = None) -> dict:
+    """Copy a model, its feature config, graph and lexicon into ``out``; return the manifest.
+
+    ``decode`` holds default search options for the folder (e.g. a word insertion penalty tuned
+    on a dev set), used by ``asrkit transcribe`` unless given on its command line.
+    """
     from asrkit.io import load_feature_config
     from asrkit.models import load
     from asrkit.utils import atomic_write_text
@@ -143,6 +147,7 @@ def package_model_dir(out: str, model_path: str, features_path: str, graph_dir: 
         "norm_vars": bool(reader.get("norm_vars", False) if norm_vars is None else norm_vars),
         "frame_shift": shift_ms / 1000.0 * subsampling,
         "sample_rate": fconf.sample_frequency,
+        "decode": dict(decode or {}),
     }
     atomic_write_text(os.path.join(out, MANIFEST), json.dumps(manifest, indent=2) + "\n")
     return manifest

@@ -25,6 +25,10 @@ def add_arguments(parser) -> None:
                         help="lexicon.txt (default: the one the graph was built from)")
     parser.add_argument("--cmvn", choices=["speaker", "utterance", "none"], default=None,
                         help="feature normalisation (default: as the model was trained)")
+    parser.add_argument("--word-insertion-penalty", type=float, default=None,
+                        help="default penalty for asrkit transcribe (e.g. tuned on dev)")
+    parser.add_argument("--acoustic-scale", type=float, default=None,
+                        help="default acoustic scale for asrkit transcribe")
     parser.add_argument("--out", required=True, help="model folder to write")
 
 
@@ -34,8 +38,10 @@ def run(args) -> int:
     from asrkit.cli.main import CommandError
 
     try:
+        decode = {k: v for k, v in (("word_insertion_penalty", args.word_insertion_penalty),
+                                    ("acoustic_scale", args.acoustic_scale)) if v is not None}
         manifest = package_model_dir(args.out, args.model, args.features, args.graph,
-                                     args.lexicon, cmvn=args.cmvn)
+                                     args.lexicon, cmvn=args.cmvn, decode=decode)
     except (OSError, ValueError, KeyError) as e:
         raise CommandError(str(e)) from e
     print(json.dumps(manifest, indent=2))

@@ -27,8 +27,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="JSON lines with word times and confidences")
     parser.add_argument("--beam", type=float, default=16.0)
-    parser.add_argument("--acoustic-scale", type=float, default=1.0)
-    parser.add_argument("--word-insertion-penalty", type=float, default=0.0)
+    parser.add_argument("--acoustic-scale", type=float, default=None,
+                        help="default: the model folder's (else 1.0)")
+    parser.add_argument("--word-insertion-penalty", type=float, default=None,
+                        help="default: the model folder's, e.g. tuned on dev (else 0.0)")
     parser.add_argument("--nbest", type=int, default=10,
                         help="n-best size for the word confidences")
     parser.add_argument("--max-chunk", type=float, default=30.0,
@@ -66,8 +68,14 @@ def run(args) -> int:
         md = load_model_dir(args.model_dir)
     except (OSError, ValueError, KeyError) as e:
         raise CommandError(str(e)) from e
-    opts = DecodeOptions(beam=args.beam, acoustic_scale=args.acoustic_scale,
-                         word_insertion_penalty=args.word_insertion_penalty,
+    defaults = md.manifest.get("decode") or {}
+
+    def option(name, fallback):
+        value = getattr(args, name)
+        return float(defaults.get(name, fallback)) if value is None else value
+
+    opts = DecodeOptions(beam=args.beam, acoustic_scale=option("acoustic_scale", 1.0),
+                         word_insertion_penalty=option("word_insertion_penalty", 0.0),
                          nbest=max(args.nbest, 1), frame_shift=md.frame_shift)
     failed = 0
     for path in args.audio:

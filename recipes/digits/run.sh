@@ -21,7 +21,7 @@ train_speakers=160
 dev_speakers=10
 test_speakers=40
 utts_per_speaker=20
-epochs=12
+epochs=15
 jobs=2
 
 while [ $# -gt 0 ]; do
@@ -90,18 +90,33 @@ stage_graph() {
 }
 
 stage_decode() {
+  # the word insertion penalty is tuned on dev (as Kaldi's scoring picks its penalty), then
+  # the test set is decoded once with the best value
   for graph in loop tg; do
+    best_wip=0; best_wer=1000
+    for wip in 0 -1 -2 -3; do
+      log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/fbank/dev \
+        --out "exp/blstm/decode_dev_${graph}_wip$wip" --word-insertion-penalty=$wip --nbest 1
+      wer=$("$python" -c "import json,sys; print(json.load(open(sys.argv[1]))['error_rate'])" \
+        "exp/blstm/decode_dev_${graph}_wip$wip/score.json")
+      if "$python" -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" \
+          "$wer" "$best_wer"; then best_wer=$wer; best_wip=$wip; fi
+    done
+    echo "graph $graph: word insertion penalty $best_wip (dev WER $best_wer)"
+    echo "$best_wip" > "exp/blstm/wip_$graph"
     log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/fbank/test \
-      --out "exp/blstm/decode_test_$graph"
+      --out "exp/blstm/decode_test_$graph" --word-insertion-penalty="$best_wip"
     log asrkit score --report "exp/blstm/decode_test_$graph/wer_details.txt" \
       data/test/text "exp/blstm/decode_test_$graph/hyp.txt"
+    rm -rf exp/blstm/decode_dev_"${graph}"_wip*
   done
 }
 
 stage_final() {
   log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg \
-    --features conf/fbank.toml --out exp/final
-  log asrkit report exp/blstm --title "digits: BLSTM-CTC" --ref data/test/text \
+    --features conf/fbank.toml --word-insertion-penalty="$(cat exp/blstm/wip_tg)" --out exp/final
+  log asrkit report exp/blstm --title "digits: BLSTM-CTC (test: unheard voices)" \
+    --ref data/test/text \
     --commands exp/commands.txt --config conf/train.toml --config conf/fbank.toml
 }
 
