@@ -32,32 +32,47 @@ def as_matrix(g: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _quantize(v, bits, pos, neg):
-    """v float32 [R, C] (gradient + residual, overwritten with the residual); bits uint8 [R, C]."""
+def _quantize(v, packed, pos, neg):
+    """v float32 [R, C] (gradient + residual, overwritten with the residual); packed uint8
+    [ceil(R*C/8)] receives the sign bits in np.packbits order (row-major, MSB first).
+
+    Row-major passes (per-column sums kept in small arrays) so the memory is read in order.
+    """
     R, C = v.shape
+    sp = np.zeros(C)
+    sn = np.zeros(C)
+    n_p = np.zeros(C, np.int64)
+    for r in range(R):
+        for c in range(C):
+            x = v[r, c]
+            if x >= 0:
+                sp[c] += x
+                n_p[c] += 1
+            else:
+                sn[c] += x
     for c in range(C):
-        sp = 0.0
-        sn = 0.0
-        n_p = 0
-        for r in range(R):
+        pos[c] = sp[c] / n_p[c] if n_p[c] > 0 else 0.0
+        neg[c] = sn[c] / (R - n_p[c]) if R - n_p[c] > 0 else 0.0
+    acc = 0
+    nbits = 0
+    k = 0
+    for r in range(R):
+        for c in range(C):
             x = v[r, c]
             if x >= 0:
-                sp += x
-                n_p += 1
+                acc = (acc << 1) | 1
+                v[r, c] = x - pos[c]
             else:
-                sn += x
-        mp = sp / n_p if n_p > 0 else 0.0
-        mn = sn / (R - n_p) if R - n_p > 0 else 0.0
-        pos[c] = mp
-        neg[c] = mn
-        for r in range(R):
-            x = v[r, c]
-            if x >= 0:
-                bits[r, c] = 1
-                v[r, c] = x - mp
-            else:
-                bits[r, c] = 0
-                v[r, c] = x - mn
+                acc = acc << 1
+                v[r, c] = x - neg[c]
+            nbits += 1
+            if nbits == 8:
+                packed[k] = acc
+                k += 1
+                acc = 0
+                nbits = 0
+    if nbits:
+        packed[k] = acc << (8 - nbits)
 
 
 def quantize(matrix: np.ndarray, residual: np.ndarray) -> tuple[np.ndarray, np.ndarray,
@@ -69,11 +84,11 @@ def quantize(matrix: np.ndarray, residual: np.ndarray) -> tuple[np.ndarray, np.n
     float32 [C]); ``residual`` then holds what quantisation lost.
     """
     residual += matrix
-    bits = np.empty(matrix.shape, np.uint8)
+    packed = np.zeros((matrix.size + 7) // 8, np.uint8)
     pos = np.empty(matrix.shape[1], np.float32)
     neg = np.empty(matrix.shape[1], np.float32)
-    _quantize(residual, bits, pos, neg)
-    return np.packbits(bits.reshape(-1)), pos, neg
+    _quantize(residual, packed, pos, neg)
+    return packed, pos, neg
 
 
 def dequantize(packed: np.ndarray, pos: np.ndarray, neg: np.ndarray,
@@ -106,30 +121,49 @@ class OneBitAggregator:
         self.residuals = [np.array(r, np.float32) for r in state["residuals"]] or None
 
     def aggregate_(self, grads: Sequence[np.ndarray]) -> None:
-        """Replace each float32 gradient in ``grads`` by the average over ranks, in place."""
+        """Replace each float32 gradient in ``grads`` by the average over ranks, in place.
+
+        All quantised gradients travel in one message per rank (one all-gather per step, not
+        one per tensor), and each rank's bits are decoded straight into the sum.
+        """
         if self.residuals is None:
             self.residuals = [np.zeros(as_matrix(g).shape, np.float32) for g in grads]
         before = self.comm.bytes_sent
         small = [g for g in grads if g.size < self.min_size]
         if small:
             self.comm.allreduce_(small, op="mean")
-        for g, res in zip(grads, self.residuals):
-            if g.size < self.min_size:
-                continue
+        large = [(g, res) for g, res in zip(grads, self.residuals) if g.size >= self.min_size]
+        parts, layout, offset = [], [], 0
+        for g, res in large:
             m = as_matrix(g)
             packed, pos, neg = quantize(m.astype(np.float32, copy=False), res)
-            if self.comm.size == 1:
-                m[...] = dequantize(packed, pos, neg, m.shape)
-                continue
-            message = np.concatenate([packed.view(np.uint8), pos.view(np.uint8),
-                                      neg.view(np.uint8)])
-            gathered = self.comm.allgather(message)
+            parts += [packed, pos.view(np.uint8), neg.view(np.uint8)]
+            layout.append((m, offset, packed.size, m.shape[1]))
+            offset += packed.size + 8 * m.shape[1]
+        if not large:
+            self.bytes_per_step = self.comm.bytes_sent - before
+            return
+        message = np.concatenate(parts)
+        gathered = self.comm.allgather(message) if self.comm.size > 1 else message[None]
+        for m, off, nb, C in layout:
             total = np.zeros(m.shape, np.float32)
-            nb = packed.size
-            C = m.shape[1]
             for msg in gathered:
-                p = msg[nb:nb + 4 * C].view(np.float32)
-                n = msg[nb + 4 * C:nb + 8 * C].view(np.float32)
-                total += dequantize(msg[:nb], p, n, m.shape)
-            m[...] = total / self.comm.size
+                _accumulate(msg[off:off + nb], msg[off + nb:off + nb + 4 * C].view(np.float32),
+                            msg[off + nb + 4 * C:off + nb + 8 * C].view(np.float32), total)
+            if self.comm.size > 1:
+                total *= np.float32(1.0 / self.comm.size)
+            m[...] = total
         self.bytes_per_step = self.comm.bytes_sent - before
+
+
+@numba.njit(cache=True)
+def _accumulate(packed, pos, neg, out):
+    """out float32 [R, C] += the reconstruction of packed bits (np.packbits order) per column."""
+    R, C = out.shape
+    for r in range(R):
+        for c in range(C):
+            i = r * C + c
+            if (packed[i >> 3] >> (7 - (i & 7))) & 1:
+                out[r, c] += pos[c]
+            else:
+                out[r, c] += neg[c]

@@ -1,0 +1,81 @@
+"""Inspect acoustic model files and prepare their token inventories.
+
+  asrkit model info exp/blstm/final.mdl [--json]     network, tokens, parameter shapes
+  asrkit model tokens data/train tokens.txt --unit char
+                                                    tokens.txt from a data dir's transcripts
+  asrkit model torch-state exp/blstm/final.mdl state.npz
+                                                    weights under torch module names/layouts
+  asrkit model package --model final.mdl --features conf/fbank.toml --graph exp/graph_tg \
+      --out exp/final                               same as asrkit package (model folder)
+"""
+
+from __future__ import annotations
+
+import json
+
+from asrkit.cli.main import CommandError
+
+COMMAND = "model"
+HELP = "inspect model files, write tokens.txt, export weights in PyTorch layout, package"
+
+
+def add_arguments(parser) -> None:
+    """Sub-actions: info, tokens, torch-state, package."""
+    from asrkit.cli import package
+
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser("info", help="describe a model file")
+    p.add_argument("model")
+    p.add_argument("--json", action="store_true", help="print the description as JSON")
+    p = sub.add_parser("tokens", help="write tokens.txt from a data dir's text")
+    p.add_argument("data_dir")
+    p.add_argument("out")
+    p.add_argument("--unit", default="char", choices=("char", "word", "piece"))
+    p.add_argument("--blank", default="<blk>", help="blank symbol (id 0)")
+    p = sub.add_parser("torch-state", help="write the weights as a torch-named .npz state dict")
+    p.add_argument("model")
+    p.add_argument("out")
+    p = sub.add_parser("package", help=package.HELP)
+    package.add_arguments(p)
+
+
+def run(args) -> int:
+    """Do the chosen action; exit 2 with a message on unreadable input."""
+    import numpy as np
+
+    from asrkit.io import DataDir, DataDirError
+    from asrkit.models import ArchiveError, load, to_torch_state_dict
+    from asrkit.training import make_token_table
+    from asrkit.utils import atomic_open
+
+    if args.action == "package":
+        from asrkit.cli import package
+
+        return package.run(args)
+    try:
+        if args.action == "tokens":
+            table = make_token_table(DataDir.read(args.data_dir).text().values(), args.unit,
+                                     args.blank)
+            table.write(args.out)
+            print(f"wrote {len(table)} tokens to {args.out}")
+            return 0
+        model = load(args.model)
+    except (ArchiveError, DataDirError, OSError, ValueError) as e:
+        raise CommandError(str(e)) from e
+    if args.action == "torch-state":
+        with atomic_open(args.out, "wb") as f:
+            np.savez(f, **to_torch_state_dict(model))
+        print(f"wrote {len(model.params)} weights to {args.out}")
+        return 0
+    info = {"network": model.network, "input_dim": model.input_dim,
+            "num_classes": model.num_classes, "blank": model.blank, "tokens": model.tokens,
+            "parameters": {k: list(p.shape) for k, p in model.params.items()},
+            "num_parameters": int(sum(p.value.size for p in model.params.values()))}
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"{args.model}: {info['num_parameters']} parameters, input {model.input_dim} "
+              f"dims, {model.num_classes} tokens (blank {model.tokens[model.blank]!r})")
+        for k, shape in info["parameters"].items():
+            print(f"  {k:40s} {shape}")
+    return 0

@@ -1,0 +1,13 @@
+"""Model files (``asrkit.models``): one file with the network description and its parameters.
+
+``save(path, model)`` / ``load(path)``; ``Model(feats, lengths) -> (log_probs, out_lengths)``;
+``to_torch_state_dict`` / ``from_torch_state_dict`` move LSTM and Dense weights to and from
+PyTorch modules.
+"""
+
+from asrkit.models.archive import ArchiveError, load_archive, save_archive
+from asrkit.models.model import Model, load, model_from_archive, save
+from asrkit.models.torch_state import from_torch_state_dict, to_torch_state_dict
+
+__all__ = ["ArchiveError", "Model", "from_torch_state_dict", "load", "load_archive",
+           "model_from_archive", "save", "save_archive", "to_torch_state_dict"]

@@ -1,0 +1,435 @@
+"""The Trainer: epochs over the reader, CV each epoch, logs, checkpoints, exact resume, MPI.
+
+One step (every rank alike)::
+
+    forward + backward of the summed criterion on this rank's minibatch   (asrkit.graph;
+                                         CTC per sequence, or cross-entropy per frame)
+    NaN/inf anywhere on any rank -> skip the step everywhere, count it
+    allreduce: gradients summed over ranks and divided by the global frame count
+    1bit:      the same average through 1-bit quantisation with error feedback
+    bmuf:      each rank steps on its own gradient; models averaged every block_size steps
+    clip (global norm / value), learner update with the scheduled learning rate
+
+The objective is the criterion per input frame of the (global) minibatch, so N ranks with
+``minibatch = "global"`` take exactly the steps one rank takes on the union of their minibatches.
+Only rank 0 writes the log (``OUT/train_log.jsonl``: one JSON record per line with ``step``,
+``kind`` "train"/"cv", ``loss`` per frame, ``lr``, ``frames_per_s``, ``cv_error``), checkpoints
+and models. Resuming restores parameters, learner slots, schedule, 1-bit residuals, block
+momentum, counters and the reader position; everything random is seeded by the step, so a
+resumed single-rank CPU run is bit-identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from asrkit import ops
+from asrkit.config.acoustic_net import output_lengths
+from asrkit.distributed import BlockMomentum, Communicator, OneBitAggregator, get_communicator
+from asrkit.graph import evaluate, forward_backward, input_variable
+from asrkit.models import Model, save
+from asrkit.training.checkpoint import (
+    flatten,
+    latest_checkpoint,
+    read_checkpoint,
+    unflatten,
+    write_checkpoint,
+)
+from asrkit.training.config import TrainConfig
+from asrkit.training.optim import Optimizer, Schedule, clip_gradients
+from asrkit.training.reader import Batch, Reader
+from asrkit.training.tokens import TokenTable
+from asrkit.utils import atomic_write_text, progress
+
+
+class TrainingError(RuntimeError):
+    """A run that cannot start or continue (bad resume state, no data)."""
+
+
+def _seed(*parts: int) -> int:
+    return int(np.random.SeedSequence([int(p) & 0xFFFFFFFF for p in parts]).generate_state(1)[0])
+
+
+class Trainer:
+    """Trains a Model on a TrainConfig.
+
+    config: the parsed config; comm: a communicator (default ``get_communicator()``: MPI under
+    mpiexec, else one local rank); model/reader/cv_reader: built from the config when None;
+    log: a function taking a message line (default: stderr, rank 0 only).
+    """
+
+    def __init__(self, config: TrainConfig, *, comm: Communicator | None = None,
+                 model: Model | None = None, reader: Reader | None = None,
+                 cv_reader: Reader | None = None, log=None):
+        self.config = config
+        self.comm = comm or get_communicator()
+        self.out_dir = config.train.out_dir
+        self._log = log if log is not None else self._default_log
+        rc, dist = config.reader, config.distributed
+        N = self.comm.size
+        mb = rc.minibatch_frames // N if dist.minibatch == "global" else rc.minibatch_frames
+        out_len = functools.partial(output_lengths, config.network)
+        if reader is None:
+            tokens = TokenTable.read(rc.tokens, rc.unit)
+            reader = Reader(rc, training=True, rank=self.comm.rank, size=N,
+                            minibatch_frames=max(mb, 1), output_lengths=out_len, tokens=tokens,
+                            log=self._log)
+        self.reader = reader
+        if cv_reader is None and rc.cv_data_dir:
+            cv_reader = Reader(rc, rc.cv_data_dir, training=False, rank=self.comm.rank, size=N,
+                               minibatch_frames=max(mb, 1), output_lengths=out_len,
+                               tokens=reader.tokens, log=self._log)
+        self.cv_reader = cv_reader
+        blank = config.criterion.blank if config.criterion.blank >= 0 else reader.tokens.blank
+        if model is None:
+            model = Model(config.network, reader.dim, reader.tokens.symbols, blank,
+                          reader={"cmvn": rc.cmvn, "norm_vars": rc.norm_vars, "unit": rc.unit})
+        if model.input_dim != reader.dim:
+            raise TrainingError(f"the model takes {model.input_dim}-dim features; "
+                                f"{reader.data_dir} has {reader.dim}")
+        self.model = model
+        self.param_nodes = list(model.params.values())
+        self.params = [p.value for p in self.param_nodes]
+        crit = config.criterion
+        if crit.type == "ctc":
+            self.labels = input_variable((), dtype=np.int32, dynamic_axes=("labels", "batch"),
+                                         name="labels")
+            self.costs = ops.ctc_loss(model.logits, self.labels, blank=model.blank,
+                                      zero_infinity=crit.zero_infinity)
+            self.errors = ops.ctc_greedy_errors(model.logits, self.labels, blank=model.blank)
+        else:  # frame-level cross-entropy against [reader] frame_targets
+            if not getattr(reader, "frame_level", False):
+                raise TrainingError(f"{config.path}: [criterion] type = \"cross_entropy\" needs "
+                                    "[reader] frame_targets (per-frame class ids)")
+            self.labels = input_variable((), dtype=np.int32,
+                                         dynamic_axes=model.logits.dynamic_axes, name="labels")
+            self.costs = ops.cross_entropy_with_softmax(model.logits, self.labels,
+                                                        crit.label_smoothing)
+            self.errors = ops.classification_error(model.logits, self.labels)
+        self.loss = ops.sum_all(self.costs)
+        self.optimizer = Optimizer(config.learner, [p.shape for p in self.params])
+        scale = {"none": 1.0, "linear": float(N), "sqrt": math.sqrt(N)}[dist.lr_scale]
+        self.schedule = Schedule(config.learner, scale)
+        self.onebit = OneBitAggregator(self.comm, dist.onebit_min_size) \
+            if dist.mode == "1bit" else None
+        if N > 1 and dist.mode != "bmuf":  # BlockMomentum does this itself
+            for p in self.params:
+                p[...] = self.comm.bcast(p if self.comm.is_main else None)
+        self.bmuf = None
+        if dist.mode == "bmuf":
+            self.bmuf = BlockMomentum(self.comm, self.params, dist.block_size,
+                                      None if dist.block_momentum < 0 else dist.block_momentum,
+                                      dist.block_lr)
+        self.step = 0
+        self.epoch = 0
+        self.batch_index = 0
+        self.skipped_steps = 0
+        self.bytes_sent = 0
+        self._window = {"loss": 0.0, "frames": 0, "time": 0.0, "steps": 0}
+
+    # -- logging --------------------------------------------------------------------------
+    def _default_log(self, message: str) -> None:
+        if self.comm.is_main:
+            print(message, file=sys.stderr, flush=True)
+
+    @property
+    def log_path(self) -> str:
+        """``OUT/train_log.jsonl``."""
+        return os.path.join(self.out_dir, "train_log.jsonl")
+
+    def _record(self, record: dict) -> None:
+        if not self.comm.is_main:
+            return
+        os.makedirs(self.out_dir, exist_ok=True)
+        with open(self.log_path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    # -- one step -------------------------------------------------------------------------
+    def _feeds(self, batch: Batch) -> dict:
+        return {self.model.feats: (batch.feats, batch.lengths),
+                self.labels: (np.ascontiguousarray(batch.targets.T), batch.target_lengths)}
+
+    def _local_gradients(self, batch: Batch) -> tuple[float, list[np.ndarray]]:
+        if batch.size == 0:
+            return 0.0, [np.zeros_like(p) for p in self.params]
+        seed = _seed(self.config.train.seed, self.step, self.comm.rank)
+        values, grads = forward_backward(self.loss, self.param_nodes, self._feeds(batch),
+                                         train=True, seed=seed, device=self.config.train.device)
+        return float(np.asarray(values[0])), [grads[p] for p in self.param_nodes]
+
+    def train_step(self, batch: Batch) -> dict:
+        """Run one step on this rank's ``batch``; returns ``{loss, frames, applied, lr}`` with
+        the loss summed over ranks."""
+        self.step += 1
+        lr = self.schedule.lr(self.step, self.epoch)
+        loss, grads = self._local_gradients(batch)
+        grads = [np.ascontiguousarray(g, np.float32) for g in grads]
+        finite = np.isfinite(loss) and all(np.isfinite(g).all() for g in grads)
+        mode = self.config.distributed.mode
+        before = self.comm.bytes_sent
+        # one small message carries the loss, the frames and a non-finite flag (as all_finite)
+        stats = np.array([loss if finite else 0.0, batch.frames, 0.0 if finite else 1.0])
+        if mode == "allreduce":
+            # gradients travel with the stats; a NaN anywhere is discarded by every rank below
+            self.comm.allreduce_(grads + [stats], op="sum")
+        else:
+            self.comm.allreduce_([stats], op="sum")  # 1-bit must not quantise a NaN
+        total_loss, frames, ok = float(stats[0]), int(stats[1]), stats[2] == 0
+        applied = ok and frames > 0
+        if applied:
+            if mode == "bmuf":
+                scale = 1.0 / batch.frames if batch.frames else 0.0
+            elif mode == "1bit":
+                scale = self.comm.size / frames
+            else:
+                scale = 1.0 / frames
+            for g in grads:
+                g *= np.float32(scale)
+            if self.onebit is not None:
+                self.onebit.aggregate_(grads)
+            clip_gradients(grads, self.config.learner.clip_norm, self.config.learner.clip_value)
+            if mode != "bmuf" or batch.frames:
+                self.optimizer.step(self.params, grads, lr,
+                                    batch.frames if mode == "bmuf" else frames)
+        elif not ok:
+            self.skipped_steps += 1
+            self._log(f"step {self.step}: non-finite loss or gradient on some rank; the minibatch "
+                      f"is skipped on all ranks ({self.skipped_steps} so far)")
+        if self.bmuf is not None:
+            self.bmuf.step(self.params)
+        self.bytes_sent = self.comm.bytes_sent - before
+        return {"loss": total_loss, "frames": frames, "applied": applied, "lr": lr}
+
+    # -- evaluation -----------------------------------------------------------------------
+    def evaluate(self, reader: Reader | None = None) -> dict:
+        """CV loss per frame and greedy-CTC token error rate over ``reader`` (all ranks)."""
+        reader = reader or self.cv_reader
+        plan = reader.plan(0)
+        n = np.array([len(plan)], np.float64)
+        self.comm.allreduce_(n, op="max")
+        sums = np.zeros(4, np.float64)  # loss, frames, token errors, reference tokens
+        for i in range(int(n[0])):
+            batch = reader.load(plan[i], 0, i) if i < len(plan) else None
+            if batch is None or batch.size == 0:
+                continue
+            costs, errs = evaluate([self.costs, self.errors], self._feeds(batch),
+                                   device=self.config.train.device)
+            costs, errs = (np.asarray(getattr(v, "data", v), np.float64) for v in (costs, errs))
+            sums += [costs[np.isfinite(costs)].sum(), batch.frames, errs.sum(),
+                     batch.target_lengths.sum()]
+        self.comm.allreduce_([sums], op="sum")
+        return {"loss": sums[0] / max(sums[1], 1), "cv_error": sums[2] / max(sums[3], 1),
+                "frames": int(sums[1])}
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def _final_values(self) -> list[np.ndarray]:
+        return self.bmuf.final_params() if self.bmuf is not None else self.params
+
+    def save_checkpoint(self) -> str | None:
+        """Write a checkpoint of the current state (rank 0 writes; every rank takes part)."""
+        arrays = {f"param/{k}": p.value for k, p in self.model.params.items()}
+        opt = self.optimizer.state_dict()
+        # with bmuf every rank's local learner has its own slots; otherwise they are identical
+        per_rank = self.bmuf is not None and self.comm.size > 1
+        for key in ("slots", "slots2"):
+            if not per_rank:
+                arrays.update(flatten(f"opt/{key}", opt[key]))
+                continue
+            for i, a in enumerate(opt[key]):
+                every = self.comm.allgather(a)
+                for rank in range(self.comm.size):
+                    arrays[f"opt/{key}@{rank}/{i}"] = every[rank]
+        if self.bmuf is not None:
+            st = self.bmuf.state_dict()
+            for k in ("global", "start", "delta"):
+                arrays.update(flatten(f"bmuf/{k}", st[k]))
+            if st["steps_in_block"]:  # mid-block: every rank's local model differs
+                for i, p in enumerate(self.params):
+                    every = self.comm.allgather(p)
+                    for rank in range(self.comm.size):
+                        arrays[f"local/{rank}/{i}"] = every[rank]
+        if self.onebit is not None and self.onebit.residuals is not None:
+            for i, r in enumerate(self.onebit.residuals):
+                every = self.comm.allgather(r)
+                for rank in range(self.comm.size):
+                    arrays[f"onebit/{rank}/{i}"] = every[rank]
+        if not self.comm.is_main:
+            return None
+        header = {"config": self.config.as_dict(), "model": self.model.header(),
+                  "step": self.step, "epoch": self.epoch, "batch_index": self.batch_index,
+                  "schedule": self.schedule.state_dict(), "optimizer_count": opt["count"],
+                  "skipped_steps": self.skipped_steps, "ranks": self.comm.size,
+                  "mode": self.config.distributed.mode,
+                  "bmuf_steps_in_block": self.bmuf.steps_in_block if self.bmuf else 0}
+        return write_checkpoint(self.out_dir, self.step, header, arrays,
+                                self.config.train.keep_checkpoints)
+
+    def load_checkpoint(self, path: str) -> None:
+        """Restore the state saved in ``path`` (read by rank 0, broadcast to every rank)."""
+        data = read_checkpoint(path) if self.comm.is_main else None
+        header, arrays = self.comm.bcast(data)
+        if header["model"]["network"] != self.model.network:
+            raise TrainingError(f"{path}: the checkpoint's [network] differs from the config's; "
+                                "resume with the config the run started with")
+        for k, p in self.model.params.items():
+            p.set_value(arrays[f"param/{k}"])
+        slots = {}
+        for key in ("slots", "slots2"):
+            slots[key] = unflatten(f"opt/{key}", arrays)
+            if not slots[key] and any(k.startswith(f"opt/{key}@") for k in arrays):
+                rank = self.comm.rank if header["ranks"] == self.comm.size else 0
+                slots[key] = unflatten(f"opt/{key}@{rank}", arrays)
+        self.optimizer.load_state_dict({"count": header["optimizer_count"], **slots})
+        self.schedule.load_state_dict(header["schedule"])
+        if self.bmuf is not None:
+            self.bmuf.load_state_dict({k: unflatten(f"bmuf/{k}", arrays)
+                                       for k in ("global", "start", "delta")}
+                                      | {"steps_in_block": header["bmuf_steps_in_block"]})
+            local = unflatten(f"local/{self.comm.rank}", arrays)
+            if local and header["ranks"] == self.comm.size:
+                for p, v in zip(self.params, local):
+                    p[...] = v
+            elif local:
+                self.bmuf.sync(self.params)
+        if self.onebit is not None:
+            mine = unflatten(f"onebit/{self.comm.rank}", arrays)
+            if mine and header["ranks"] == self.comm.size:
+                self.onebit.residuals = [np.array(r, np.float32) for r in mine]
+            elif mine:
+                self._log(f"{path}: written by {header['ranks']} ranks, resuming on "
+                          f"{self.comm.size}: 1-bit residuals start from zero")
+        if header["ranks"] != self.comm.size and header["batch_index"]:
+            self._log(f"{path}: written by {header['ranks']} ranks, resuming on "
+                      f"{self.comm.size}: the rest of this epoch reads other minibatches")
+        self.step = int(header["step"])
+        self.epoch = int(header["epoch"])
+        self.batch_index = int(header["batch_index"])
+        self.skipped_steps = int(header["skipped_steps"])
+        if self.comm.is_main and os.path.isfile(self.log_path):
+            kept = []
+            with open(self.log_path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a line torn by the kill
+                    if rec.get("step", 0) <= self.step:
+                        kept.append(line if line.endswith("\n") else line + "\n")
+            atomic_write_text(self.log_path, "".join(kept))
+        self._log(f"resumed from {path}: step {self.step}, epoch {self.epoch + 1}, minibatch "
+                  f"{self.batch_index}")
+
+    # -- the loop -------------------------------------------------------------------------
+    def _flush_window(self) -> None:
+        w = self._window
+        if not w["steps"]:
+            return
+        self._record({"step": self.step, "kind": "train", "epoch": self.epoch + 1,
+                      "loss": w["loss"] / max(w["frames"], 1),
+                      "lr": self.schedule.lr(self.step, self.epoch),
+                      "frames_per_s": w["frames"] / max(w["time"], 1e-9),
+                      "bytes_per_step": self.bytes_sent, "skipped_steps": self.skipped_steps})
+        self._window = {"loss": 0.0, "frames": 0, "time": 0.0, "steps": 0}
+
+    def train(self, resume: bool = False) -> Model:
+        """Run (or continue, with ``resume``) training; returns the trained model.
+
+        Writes ``OUT/final.mdl`` at the end (rank 0). Stops early after ``[train] max_steps``
+        global steps (leaving the run resumable) or when newbob's rate falls below ``min_lr``.
+        """
+        tc = self.config.train
+        if resume:
+            path = latest_checkpoint(self.out_dir) if self.comm.is_main else None
+            path = self.comm.bcast(path)
+            if path is None:
+                self._log(f"no checkpoint in {self.out_dir}; starting from scratch")
+            else:
+                self.load_checkpoint(path)
+        elif self.comm.is_main and os.path.exists(self.log_path):
+            os.unlink(self.log_path)
+        if self.comm.is_main:
+            os.makedirs(self.out_dir, exist_ok=True)
+            atomic_write_text(os.path.join(self.out_dir, "config.json"),
+                              json.dumps(self.config.as_dict(), indent=1) + "\n")
+        stopped = False
+        while self.epoch < tc.epochs:
+            if not self._train_epoch():
+                stopped = True
+                break
+            cv = self.evaluate() if self.cv_reader is not None else None
+            if cv is not None:
+                lowered = self.schedule.on_cv(cv["loss"])
+                self._record({"step": self.step, "kind": "cv", "epoch": self.epoch + 1,
+                              "loss": cv["loss"], "cv_error": cv["cv_error"],
+                              "lr": self.schedule.lr(self.step, self.epoch)})
+                self._log(f"epoch {self.epoch + 1}: CV loss {cv['loss']:.4f} per frame, token "
+                          f"error rate {100 * cv['cv_error']:.2f}%"
+                          + (" (newbob: learning rate lowered)" if lowered else ""))
+            self.epoch += 1
+            self.batch_index = 0
+            self.save_checkpoint()
+            if self.schedule.stop(self.epoch):
+                self._log("learning rate below min_lr: stopping")
+                break
+            if tc.max_steps and self.step >= tc.max_steps and self.epoch < tc.epochs:
+                self._log(f"stopping after step {self.step} (max_steps)")
+                stopped = True
+                break
+        if self.comm.is_main and not stopped:
+            m = self.model
+            final = Model(m.network, m.input_dim, m.tokens, m.blank, reader=m.reader,
+                          params=dict(zip(m.params, self._final_values())))
+            save(os.path.join(self.out_dir, "final.mdl"), final)
+            self._log(f"wrote {os.path.join(self.out_dir, 'final.mdl')}")
+        self.comm.barrier()
+        return self.model
+
+    def _train_epoch(self) -> bool:
+        """Train the rest of the current epoch; False when max_steps stopped it midway."""
+        tc = self.config.train
+        plan = self.reader.plan(self.epoch)
+        n = np.array([len(plan)], np.float64)
+        self.comm.allreduce_(n, op="max")  # every rank takes the same number of steps
+        n_steps = int(n[0])
+        bar = progress(total=n_steps, desc=f"epoch {self.epoch + 1}", unit="mb",
+                       disable=None if self.comm.is_main else True)
+        bar.update(self.batch_index)
+        try:
+            while self.batch_index < n_steps:
+                i = self.batch_index
+                t0 = time.perf_counter()
+                batch = self.reader.load(plan[i] if i < len(plan) else [], self.epoch, i)
+                res = self.train_step(batch)
+                self.batch_index += 1
+                w = self._window
+                w["loss"] += res["loss"]
+                w["frames"] += res["frames"]
+                w["time"] += time.perf_counter() - t0
+                w["steps"] += 1
+                bar.update(1)
+                if tc.log_every and self.step % tc.log_every == 0:
+                    self._flush_window()
+                if self.batch_index >= n_steps:
+                    break  # the epoch-end checkpoint follows
+                if tc.checkpoint_every and self.step % tc.checkpoint_every == 0:
+                    self._flush_window()
+                    self.save_checkpoint()
+                elif tc.max_steps and self.step >= tc.max_steps:
+                    self.save_checkpoint()
+                if tc.max_steps and self.step >= tc.max_steps:
+                    self._flush_window()
+                    self._log(f"stopping after step {self.step} (max_steps)")
+                    return False
+        finally:
+            bar.close()
+        self._flush_window()
+        if self.bmuf is not None and self.bmuf.steps_in_block:
+            self.bmuf.sync(self.params)  # epochs end on a block boundary
+        return True

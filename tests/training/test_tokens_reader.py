@@ -1,0 +1,103 @@
+"""Token tables and the reader: bucketing, seeded shuffling, CMVN, augmentation, bad utterances."""
+
+import numpy as np
+import pytest
+
+from asrkit.features import apply_cmvn
+from asrkit.io import read_table_dict
+from asrkit.training import Reader, ReaderConfig, TokenError, TokenTable, make_token_table
+from asrkit.training.reader import ctc_min_frames
+from tests.training.datadirs import synthetic_dir
+
+
+def test_token_table_units_and_errors(tmp_path):
+    t = make_token_table(["ab ba", "c"], "char")
+    assert t.symbols == ["<blk>", "<space>", "a", "b", "c"] and t.blank == 0
+    assert t.encode("ab ba").tolist() == [2, 3, 1, 3, 2]
+    assert t.decode(t.encode("ab ba")) == "ab ba"
+    with pytest.raises(TokenError, match="unknown token 'z'"):
+        t.encode("z")
+    w = TokenTable(["<blank>", "<unk>", "hello", "world"], "word")
+    assert w.encode("hello there world").tolist() == [2, 1, 3]
+    bad = tmp_path / "tokens.txt"
+    bad.write_text("<blk> 0\na 2\n")
+    with pytest.raises(TokenError, match="ids must be 0..1"):
+        TokenTable.read(bad)
+    bad.write_text("<blk> 0\na\n")
+    with pytest.raises(TokenError, match=r"tokens.txt:2: expected 'symbol id'"):
+        TokenTable.read(bad)
+
+
+def _reader(path, tokens, **kw):
+    training = kw.pop("training", True)
+    size = kw.pop("size", 1)
+    rank = kw.pop("rank", 0)
+    out_len = kw.pop("output_lengths", None)
+    cfg = ReaderConfig(data_dir=path, tokens=tokens, **kw)
+    return Reader(cfg, training=training, rank=rank, size=size, output_lengths=out_len,
+                  log=lambda m: None)
+
+
+def test_bucketing_bounds_padded_frames_and_covers_every_utterance(tmp_path):
+    path, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=30)
+    r = _reader(path, tokens, minibatch_frames=120, bucket_pool=10, seed=3)
+    plan = r.plan(0)
+    assert sorted(u for b in plan for u in b) == sorted(r.utts)
+    for b in plan:
+        longest = max(r.num_frames[u] for u in b)
+        assert len(b) * longest <= 120 or len(b) == 1
+    assert r.plan(0) == plan  # a pure function of (seed, epoch)
+    assert r.plan(1) != plan
+    assert _reader(path, tokens, minibatch_frames=120, bucket_pool=10, seed=4).plan(0) != plan
+    batch = r.load(plan[0], 0, 0)
+    assert batch.feats.shape == (batch.lengths.max(), batch.size, 8)
+    assert batch.targets.shape == (batch.size, batch.target_lengths.max())
+    for b, n in enumerate(batch.lengths):
+        assert not batch.feats[n:, b].any()  # zero padding
+
+
+def test_features_are_speaker_normalised_and_augmented_only_in_training(tmp_path):
+    path, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=6)
+    spec = {"num_freq_masks": 1, "freq_mask_width": 3, "num_time_masks": 1,
+            "time_mask_width": 5, "time_warp": 0}
+    cv = _reader(path, tokens, training=False, spec_augment=spec, norm_vars=True)
+    utt = cv.utts[0]
+    batch = cv.load([utt])
+    raw = read_table_dict(f"scp:{path}/feats.scp")[utt]
+    stats = read_table_dict(f"scp:{path}/cmvn.scp")[utt.split("-")[0]]
+    np.testing.assert_allclose(batch.feats[:, 0], apply_cmvn(raw, stats, norm_vars=True),
+                               rtol=1e-6)
+    tr = _reader(path, tokens, training=True, spec_augment=spec, norm_vars=True)
+    a = tr.load([utt], epoch=0, index=5).feats
+    assert not np.array_equal(a, batch.feats)
+    np.testing.assert_array_equal(a, tr.load([utt], epoch=0, index=5).feats)  # seeded
+
+
+def test_bad_utterances_are_reported_skipped_and_counted(tmp_path):
+    extra = {"s0-x-empty": "", "s0-x-unknown": "abz", "s0-x-long": "abababababababababab",
+             "s0-x-nofeats": "ab"}
+    path, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=5, extra_text=extra,
+                                 drop_feats=("s0-x-nofeats",))
+    messages = []
+    cfg = ReaderConfig(data_dir=path, tokens=tokens)
+    r = Reader(cfg, output_lengths=lambda L: np.asarray(L) // 3, log=messages.append)
+    problems = dict(r.problems)
+    assert set(problems) == set(extra)
+    assert "empty transcript" in problems["s0-x-empty"]
+    assert "unknown token 'z'" in problems["s0-x-unknown"]
+    assert "target longer than input" in problems["s0-x-long"]
+    assert "no features" in problems["s0-x-nofeats"]
+    assert any("s0-x-unknown" in m for m in messages)
+    assert len(r) == 5
+
+
+def test_ctc_min_frames_counts_repeats():
+    assert ctc_min_frames(np.array([1, 1, 2, 2, 2, 3])) == 9
+    assert ctc_min_frames(np.array([], np.int32)) == 0
+
+
+def test_shards_partition_utterances(tmp_path):
+    path, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=11)
+    shards = [_reader(path, tokens, rank=k, size=3).utts for k in range(3)]
+    assert sorted(sum(shards, [])) == sorted(_reader(path, tokens).utts)
+    assert all(shards)
