@@ -45,20 +45,7 @@ python=$(dirname "$(command -v asrkit)")/python
 mkdir -p exp/log
 echo "# $(date -u +%FT%TZ) $0 $*" >> exp/commands.txt
 
-run_stage() {  # run_stage N NAME CMD...: run CMD if N is in [stage, stop_stage], logged and timed
-  local n=$1 name=$2; shift 2
-  if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then return 0; fi
-  echo "stage $n: $name"
-  local t0=$SECONDS
-  if ! "$@" > "exp/log/stage$n.log" 2>&1; then
-    echo "stage $n ($name) failed; the end of exp/log/stage$n.log:" >&2
-    tail -n 30 "exp/log/stage$n.log" >&2
-    exit 1
-  fi
-  echo "stage $n: $name done in $((SECONDS - t0)) s"
-}
-
-log() { echo "$*" >> exp/commands.txt; "$@"; }
+source ../utils/stages.sh  # run_stage, log
 
 stage_data() {
   log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \

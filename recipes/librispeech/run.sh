@@ -74,20 +74,7 @@ vocab_file=$corpus_dir/lm/librispeech-vocab.txt
 slr11_3gram=$corpus_dir/lm/3-gram.pruned.1e-7.arpa.gz
 [ -n "$rescore_lm" ] || rescore_lm=$corpus_dir/lm/4-gram.arpa.gz
 
-run_stage() {  # run_stage N NAME CMD...: run CMD if N is in [stage, stop_stage], logged and timed
-  local n=$1 name=$2; shift 2
-  if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then return 0; fi
-  echo "stage $n: $name"
-  local t0=$SECONDS
-  if ! "$@" > "exp/log/stage$n.log" 2>&1; then
-    echo "stage $n ($name) failed; the end of exp/log/stage$n.log:" >&2
-    tail -n 30 "exp/log/stage$n.log" >&2
-    exit 1
-  fi
-  echo "stage $n: $name done in $((SECONDS - t0)) s"
-}
-
-log() { echo "$*" >> exp/commands.txt; "$@"; }
+source ../utils/stages.sh  # run_stage, log
 
 all_parts() { echo "$train_set $cv_set $test_sets"; }
 

@@ -16,6 +16,7 @@ RECIPE = os.path.join(os.path.dirname(__file__), "..", "..", "recipes", "digits"
 def test_digits_recipe_runs_end_to_end(tmp_path):
     work = tmp_path / "digits"
     shutil.copytree(RECIPE, work, ignore=shutil.ignore_patterns("data", "exp"))
+    shutil.copytree(os.path.join(RECIPE, "..", "utils"), tmp_path / "utils")
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     r = subprocess.run(["bash", str(work / "run.sh"), "--train-speakers", "6", "--dev-speakers",
                         "2", "--test-speakers", "2", "--utts-per-speaker", "5", "--epochs", "1"],

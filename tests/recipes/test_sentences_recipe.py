@@ -151,6 +151,7 @@ def test_data_lang_and_graph_stages_at_tiny_size(tmp_path):
     pytest.importorskip("espeakng_loader")
     root = tmp_path / "recipes"
     shutil.copytree(RECIPE, root / "sentences", ignore=shutil.ignore_patterns("data", "exp"))
+    shutil.copytree(os.path.join(REPO, "recipes", "utils"), root / "utils")
     shutil.copytree(os.path.join(REPO, "recipes", "digits", "local"), root / "digits" / "local")
     env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"])
     run = root / "sentences" / "run.sh"
