@@ -2,6 +2,12 @@
 
 Subpackages are imported on demand (``import asrkit.features``); importing ``asrkit`` itself is
 cheap and pulls in nothing heavy, so that the layering of DESIGN.md holds at import time too.
+It does one thing first: on CPUs whose AVX-512 OpenBLAS does not detect, it points OpenBLAS at
+its AVX-512 kernels before numpy loads it (see :mod:`asrkit._blas`).
 """
+
+from asrkit._blas import choose_openblas_core
+
+choose_openblas_core()
 
 __version__ = "0.1.0"

@@ -20,7 +20,7 @@ FOLDERS = {
     "decoders": "asrkit.decoders",
 }
 
-BASE = {"asrkit.utils", "asrkit._lazy"}
+BASE = {"asrkit.utils", "asrkit._lazy", "asrkit._blas"}
 LOW = BASE | {"asrkit.kernels"}
 GRAPH = LOW | {"asrkit.graph", "asrkit.ops"}
 MODEL = GRAPH | {"asrkit.layers", "asrkit.losses", "asrkit.learners", "asrkit.features",
@@ -34,6 +34,7 @@ EVERYTHING = UPPER | {"asrkit.cli", "asrkit.bench", "asrkit.report"}
 ALLOWED = {
     "asrkit.utils": set(),
     "asrkit._lazy": set(),
+    "asrkit._blas": set(),
     "asrkit.kernels": BASE,
     "asrkit.features": LOW | {"asrkit.io"},
     "asrkit.io": LOW | {"asrkit.features"},
