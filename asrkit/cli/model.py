@@ -5,6 +5,9 @@
                                                     tokens.txt from a data dir's transcripts
   asrkit model torch-state exp/blstm/final.mdl state.npz
                                                     weights under torch module names/layouts
+  asrkit model plot exp/blstm/final.mdl -o net.svg [--ops | --layers]
+                                                    the op graph (+ CTC criterion) as a picture:
+                                                    .svg/.png/.pdf through graphviz, or .dot
   asrkit model package --model final.mdl --features conf/fbank.toml --graph exp/graph_tg \
       --out exp/final                               same as asrkit package (model folder)
 """
@@ -16,11 +19,11 @@ import json
 from asrkit.cli.main import CommandError
 
 COMMAND = "model"
-HELP = "inspect model files, write tokens.txt, export weights in PyTorch layout, package"
+HELP = "inspect model files, write tokens.txt, export weights in PyTorch layout, plot, package"
 
 
 def add_arguments(parser) -> None:
-    """Sub-actions: info, tokens, torch-state, package."""
+    """Sub-actions: info, tokens, torch-state, plot, package."""
     from asrkit.cli import package
 
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -35,6 +38,20 @@ def add_arguments(parser) -> None:
     p = sub.add_parser("torch-state", help="write the weights as a torch-named .npz state dict")
     p.add_argument("model")
     p.add_argument("out")
+    p = sub.add_parser("plot", help="draw the op graph (graphviz dot; SVG/PNG/PDF when "
+                                    "graphviz is installed)")
+    p.add_argument("model")
+    p.add_argument("-o", "--out", required=True,
+                   help="picture to write: .svg, .png, .pdf (rendered by graphviz) or .dot")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--layers", dest="clusters", action="store_true", default=True,
+                     help="box each layer's ops together (default)")
+    how.add_argument("--ops", dest="clusters", action="store_false",
+                     help="every op on its own, no layer boxes")
+    p.add_argument("--constants", action="store_true", help="also draw constant nodes")
+    p.add_argument("--no-criterion", dest="criterion", action="store_false",
+                   help="stop at the logits (default: the CTC loss on top)")
+    p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p = sub.add_parser("package", help=package.HELP)
     package.add_arguments(p)
 
@@ -62,6 +79,8 @@ def run(args) -> int:
         model = load(args.model)
     except (ArchiveError, DataDirError, OSError, ValueError) as e:
         raise CommandError(str(e)) from e
+    if args.action == "plot":
+        return _plot(args, model)
     if args.action == "torch-state":
         with atomic_open(args.out, "wb") as f:
             np.savez(f, **to_torch_state_dict(model))
@@ -78,4 +97,42 @@ def run(args) -> int:
               f"dims, {model.num_classes} tokens (blank {model.tokens[model.blank]!r})")
         for k, shape in info["parameters"].items():
             print(f"  {k:40s} {shape}")
+    return 0
+
+
+def model_graph_dot(model, clusters: bool = True, criterion: bool = True,
+                    constants: bool = False, title: str = "") -> str:
+    """Graphviz dot source of an acoustic ``model``'s op graph: features to logits, with the
+    CTC loss against a ``labels`` input on top when ``criterion``; see ``asrkit.graph.to_dot``
+    for ``clusters``/``constants``/``title``."""
+    import numpy as np
+
+    from asrkit import ops
+    from asrkit.graph import input_variable, to_dot
+
+    root = model.logits
+    if criterion:
+        labels = input_variable((), dtype=np.int32, dynamic_axes=("labels", "batch"),
+                                name="labels")
+        root = ops.ctc_loss(model.logits, labels, blank=model.blank)
+    return to_dot(root, clusters=clusters, constants=constants, title=title)
+
+
+def _plot(args, model) -> int:
+    from asrkit.graph import write_picture
+
+    source = model_graph_dot(model, args.clusters, args.criterion, args.constants,
+                             title=args.model)
+    try:
+        path = write_picture(source, args.out)
+    except (OSError, ValueError) as e:
+        raise CommandError(str(e)) from e
+    if args.json:
+        print(json.dumps({"path": path, "rendered": not path.endswith((".dot", ".gv"))}))
+    elif path != args.out:
+        fmt = args.out.rsplit(".", 1)[-1]
+        print(f"graphviz's dot is not installed (apt-get install graphviz): wrote {path}; "
+              f"render it with: dot -T{fmt} {path} -o {args.out}")
+    else:
+        print(f"wrote {path}")
     return 0

@@ -1,10 +1,10 @@
 """Write an experiment's HTML run report: curves, WER tables, worst utterances, network, commands.
 
 Reads from EXP_DIR what `asrkit train` and `asrkit decode` leave there: train_log.jsonl,
-config.json (or any *.toml), final.mdl (the network picture and parameter count), and every
-decode_*/ folder with hyp.txt scored against its reference (--ref, or the text file named in
-decode_*/ref_text, or the data dir's text recorded by the recipe); plus the recipe's
-commands.txt when given.
+config.json (or any *.toml), final.mdl (the op graph with one box per layer, as `asrkit model
+plot` draws it, and the parameter count), and every decode_*/ folder with hyp.txt scored
+against its reference (--ref, or the text file named in decode_*/ref_text, or the data dir's
+text recorded by the recipe); plus the recipe's commands.txt when given.
 
 Example:
   asrkit report exp/blstm --title "digits: BLSTM-CTC" --ref data/test/text \
@@ -31,23 +31,6 @@ def add_arguments(parser) -> None:
                         help="config file to include (repeatable)")
     parser.add_argument("--worst", type=int, default=10, help="worst utterances shown per set")
     parser.add_argument("--out", default=None, help="output (default: EXP_DIR/report.html)")
-
-
-def _network_dot(model) -> str:
-    """A left-to-right graphviz picture of the layer stack in the model's description."""
-    lines = ["digraph network {", "  rankdir=LR; node [shape=box, style=rounded];",
-             f'  in [label="features\\n{model.input_dim}", shape=ellipse];']
-    prev = "in"
-    for i, layer in enumerate(model.network.get("layers", [])):
-        detail = ", ".join(f"{k}={v}" for k, v in layer.items() if k != "type")
-        lines.append(f'  l{i} [label="{layer.get("type", "?")}\\n{detail}"];')
-        lines.append(f"  {prev} -> l{i};")
-        prev = f"l{i}"
-    lines.append(f'  out [label="dense + log-softmax\\n{model.num_classes} tokens", '
-                 'shape=ellipse];')
-    lines.append(f"  {prev} -> out;")
-    lines.append("}")
-    return "\n".join(lines)
 
 
 def run(args) -> int:
@@ -88,7 +71,9 @@ def run(args) -> int:
         model = load(model_path)
         summary["parameters"] = f"{sum(v.size for v in model.state_dict().values()):,}"
         summary["tokens"] = model.num_classes
-        dot = _network_dot(model)
+        from asrkit.cli.model import model_graph_dot
+
+        dot = model_graph_dot(model)
     if log:
         steps = [r for r in log if r.get("kind") == "train"]
         if steps:

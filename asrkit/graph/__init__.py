@@ -6,6 +6,7 @@ gradients with ``grad(loss, wrt=[...], inputs=feeds)``. See README "Graph engine
 """
 
 from asrkit.graph.autodiff import grad, value_and_grad
+from asrkit.graph.dot import to_dot, write_picture
 from asrkit.graph.errors import GraphError, ShapeError
 from asrkit.graph.executor import Executor, evaluate, forward_backward, get_plan
 from asrkit.graph.gradcheck import check_grads
@@ -34,5 +35,5 @@ __all__ = [
     "OpContext", "PRIMITIVES", "Parameter", "Plan", "Primitive", "Sequence", "ShapeError", "Type",
     "Variable", "bind", "check_grads", "constant", "evaluate", "find_by_name", "forward_backward",
     "get_plan", "grad", "input_variable", "load_model", "parameter", "save_model", "set_seed",
-    "summary", "value_and_grad",
+    "summary", "to_dot", "value_and_grad", "write_picture",
 ]

@@ -1,24 +1,49 @@
-"""Gradient clipping: by global norm (as torch.nn.utils.clip_grad_norm_), and CNTK's per-sample
-threshold (elementwise truncation, or norm scaling, at ``threshold * samples``)."""
+"""Gradient clipping: by global norm (as torch.nn.utils.clip_grad_norm_), element-wise by value,
+and CNTK's per-sample threshold (elementwise truncation, or norm scaling, at
+``threshold * samples``)."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 
-def global_norm(grads: dict) -> float:
-    """The L2 norm of all gradients together."""
-    return float(np.sqrt(sum(float(np.sum(np.square(g, dtype=np.float64)))
-                             for g in grads.values())))
+def global_norm(grads: dict | Iterable[np.ndarray]) -> float:
+    """The L2 norm of all gradients together (``grads``: a dict's values or arrays)."""
+    arrays = grads.values() if isinstance(grads, dict) else grads
+    return math.sqrt(sum(float(np.vdot(g, g)) for g in arrays))
+
+
+def _norm_scale(norm: float, max_norm: float) -> float | None:
+    """The factor that brings ``norm`` down to ``max_norm``, or None when it is not above."""
+    return max_norm / (norm + 1e-12) if max_norm > 0 and norm > max_norm else None
 
 
 def clip_global_norm(grads: dict, max_norm: float) -> tuple[dict, float]:
-    """Scale every gradient by ``min(1, max_norm / norm)``; returns (grads, norm before)."""
+    """Scale every gradient by ``min(1, max_norm / norm)`` into new arrays; returns
+    (grads, norm before)."""
     norm = global_norm(grads)
-    if norm > max_norm > 0:
-        scale = max_norm / (norm + 1e-6)
+    scale = _norm_scale(norm, max_norm)
+    if scale is not None:
         grads = {p: g * g.dtype.type(scale) for p, g in grads.items()}
     return grads, norm
+
+
+def clip_gradients(grads: Sequence[np.ndarray], clip_norm: float = 0.0,
+                   clip_value: float = 0.0) -> float:
+    """Clip in place: element-wise to ``[-clip_value, clip_value]``, then the global L2 norm to
+    ``clip_norm`` (0 turns each off). Returns the global norm before norm clipping."""
+    if clip_value:
+        for g in grads:
+            np.clip(g, -clip_value, clip_value, out=g)
+    norm = global_norm(grads)
+    scale = _norm_scale(norm, clip_norm)
+    if scale is not None:
+        for g in grads:
+            g *= g.dtype.type(scale)
+    return norm
 
 
 def clip_per_sample(g: np.ndarray, threshold: float, samples: int, truncation: bool = True):

@@ -1,21 +1,23 @@
-"""Update rules: momentum SGD (with CNTK's time constants), Adam/AdamW, FSAdaGrad."""
+"""Update rules as Learners over ``Parameter`` nodes: momentum SGD (with CNTK's time constants),
+Adam/AdamW, FSAdaGrad. The maths is in :mod:`asrkit.learners.rules`; these keep the slots."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from asrkit.learners.base import Learner
+from asrkit.learners.rules import (
+    adam_step,
+    fsadagrad_step,
+    momentum_as_time_constant,
+    sgd_step,
+)
 
 
-def momentum_as_time_constant(time_constant: float, samples: int) -> float:
-    """CNTK's momentum time constant: the per-minibatch momentum ``exp(-samples / tc)``.
-
-    A time constant of ``tc`` samples means a gradient's weight decays by ``1/e`` after ``tc``
-    samples, whatever the minibatch size.
-    """
-    return math.exp(-samples / time_constant) if time_constant > 0 else 0.0
+def _slot(state: dict, key: str, p) -> np.ndarray:
+    if key not in state:
+        state[key] = np.zeros_like(p.value)
+    return state[key]
 
 
 class SGD(Learner):
@@ -32,15 +34,8 @@ class SGD(Learner):
     def _apply(self, p, g, lr, samples, state):
         m = (momentum_as_time_constant(self.time_constant, samples)
              if self.time_constant is not None else self.momentum)
-        if m:
-            v = state.get("v")
-            if v is None:
-                v = state["v"] = (1 - m) * g if self.unit_gain else g.copy()
-            else:
-                v *= p.dtype.type(m)
-                v += g * p.dtype.type(1 - m if self.unit_gain else 1.0)
-            g = g + p.dtype.type(m) * v if self.nesterov else v
-        p.value -= p.dtype.type(lr) * g
+        sgd_step(p.value, g, _slot(state, "v", p) if m else None, lr, m, self.nesterov,
+                 self.unit_gain)
 
 
 class Adam(Learner):
@@ -55,19 +50,8 @@ class Adam(Learner):
 
     def _apply(self, p, g, lr, samples, state):
         t = state["t"] = state.get("t", 0) + 1
-        if "m" not in state:
-            state["m"] = np.zeros_like(p.value)
-            state["v"] = np.zeros_like(p.value)
-        m, v = state["m"], state["v"]
-        if self.weight_decay:
-            p.value *= p.dtype.type(1.0 - lr * self.weight_decay)
-        m *= self.beta1
-        m += (1 - self.beta1) * g
-        v *= self.beta2
-        v += (1 - self.beta2) * g * g
-        mhat = m / (1 - self.beta1 ** t)
-        denom = np.sqrt(v / (1 - self.beta2 ** t)) + self.eps
-        p.value -= (p.dtype.type(lr) * mhat / denom).astype(p.dtype)
+        adam_step(p.value, g, _slot(state, "m", p), _slot(state, "v", p), t, lr, self.beta1,
+                  self.beta2, self.eps, self.weight_decay)
 
 
 def AdamW(parameters, lr=1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
@@ -95,22 +79,8 @@ class FSAdaGrad(Learner):
         self.time_constant = momentum_time_constant
 
     def _apply(self, p, g, lr, samples, state):
-        vm = math.exp(-samples / self.var_tc)
-        count = state["count"] = vm * state.get("count", 0.0) + (1 - vm) * samples
-        if "s" not in state:
-            state["s"] = np.zeros_like(p.value)
-            state["mom"] = np.zeros_like(p.value)
-        s = state["s"]
-        s *= p.dtype.type(vm)
-        s += p.dtype.type(1 - vm) * g * g
-        with np.errstate(divide="ignore"):
-            w = np.where(s > 0, self.target * math.sqrt(count) / np.sqrt(s), 1.0)
-        g = g * np.minimum(w, 10.0).astype(p.dtype)
         m = (momentum_as_time_constant(self.time_constant, samples)
              if self.time_constant is not None else self.momentum)
-        if m > 0:
-            mom = state["mom"]
-            mom *= p.dtype.type(m)
-            mom += g * p.dtype.type(1 - m if self.unit_gain else 1.0)
-            g = mom
-        p.value -= p.dtype.type(lr) * g
+        state["count"] = fsadagrad_step(p.value, g, _slot(state, "s", p), _slot(state, "mom", p),
+                                        state.get("count", 0.0), lr, samples, m, self.var_tc,
+                                        self.target, self.unit_gain)

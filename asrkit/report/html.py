@@ -9,8 +9,6 @@ from __future__ import annotations
 import base64
 import datetime
 import html
-import shutil
-import subprocess
 
 from asrkit.utils import atomic_write_text
 
@@ -56,13 +54,12 @@ def _curves(train_log: list[dict]) -> list[str]:
 
 
 def _network_picture(dot_source: str) -> str:
-    if shutil.which("dot"):
-        try:
-            svg = subprocess.run(["dot", "-Tsvg"], input=dot_source, capture_output=True,
-                                 text=True, timeout=60, check=True).stdout
-            return svg[svg.find("<svg"):]
-        except (subprocess.SubprocessError, OSError):
-            pass
+    from asrkit.graph.dot import render
+
+    svg = render(dot_source, "svg")
+    if svg is not None:
+        text = svg.decode("utf-8", "replace")
+        return text[text.find("<svg"):]
     return "<p>(graphviz is not installed: the network in dot format)</p><pre>" + \
         html.escape(dot_source) + "</pre>"
 

@@ -161,6 +161,10 @@ def parse_train_config(data: dict, path: str = "<config>", overrides=()) -> Trai
     _choice(learner.type, LEARNER_TYPES, f"{path}: [learner].type")
     if learner.lr <= 0:
         raise ConfigError(f"{path}: [learner].lr: must be > 0, got {learner.lr}")
+    for key in ("variance_time_constant", "target_denominator"):
+        if getattr(learner, key) <= 0:
+            raise ConfigError(f"{path}: [learner].{key}: must be > 0, got "
+                              f"{getattr(learner, key)}")
     dist = _section(DistributedConfig, data.get("distributed", {}), f"{path}: [distributed]")
     _choice(dist.mode, ("allreduce", "1bit", "bmuf"), f"{path}: [distributed].mode")
     _choice(dist.minibatch, ("global", "per_rank"), f"{path}: [distributed].minibatch")

@@ -1,19 +1,23 @@
-"""Parameter updates for the Trainer: SGD with momentum, Adam/AdamW, learning-rate schedules
-(warm-up, exponential decay, newbob on the CV loss) and gradient clipping.
+"""The Trainer's learner: the ``[learner]`` section, an Optimizer over lists of arrays, the
+learning-rate schedule (warm-up, exponential decay, newbob on the CV loss); clipping is
+``asrkit.learners.clip_gradients``.
 
-These work on lists of numpy arrays updated in place, with ``state_dict`` / ``load_state_dict``
-for checkpoints. (``asrkit.learners`` holds the graph engine's learners; the Trainer keeps its own
-small set here so that its checkpoint format does not depend on them.)
+The update rules themselves are ``asrkit.learners.rules`` (shared with the graph learners
+``asrkit.learners.SGD/Adam/FSAdaGrad``); the Optimizer here only holds the slots as lists of
+arrays, in the layout the Trainer's checkpoints use (``opt/slots``, ``opt/slots2``, and
+``optimizer_count`` in the header).
 
 The ``[learner]`` section::
 
-    type = "sgd"               # sgd | adam | adamw
+    type = "sgd"               # sgd | adam | adamw | fsadagrad
     lr = 1e-3                  # per step, on the gradient of the loss per frame
-    momentum = 0.9             # sgd: heavy ball; nesterov = true for Nesterov
-    momentum_time_constant = 0 # sgd, CNTK's unit: momentum exp(-frames / this) per step, so
-                               # a gradient's weight decays by 1/e after this many frames
-    beta1 = 0.9; beta2 = 0.999; eps = 1e-8      # adam
-    l2 = 0.0                   # L2 on the gradient (sgd, adam); decoupled for adamw
+    momentum = 0.9             # sgd, fsadagrad: heavy ball; nesterov = true for Nesterov (sgd)
+    momentum_time_constant = 0 # sgd, fsadagrad, CNTK's unit: momentum exp(-frames / this) per
+                               # step, so a gradient's weight decays by 1/e after this many frames
+    beta1 = 0.9; beta2 = 0.999; eps = 1e-8      # adam, adamw
+    variance_time_constant = 720000.0  # fsadagrad: frames over which the mean square decays
+    target_denominator = 1.0   # fsadagrad: the gradient scale that is left unchanged
+    l2 = 0.0                   # L2 on the gradient (sgd, adam, fsadagrad); decoupled for adamw
     clip_norm = 5.0            # global gradient norm (0: off)
     clip_value = 0.0           # element-wise clipping (0: off)
     warmup_steps = 0           # linear warm-up
@@ -22,6 +26,12 @@ The ``[learner]`` section::
     newbob_factor = 0.5
     newbob_threshold = 0.0     # relative improvement
     min_lr = 0.0               # training stops when newbob takes lr below this
+
+``fsadagrad`` is CNTK's FSAdaGrad: each entry's gradient is divided by the root of its running
+mean square per frame (``variance_time_constant`` frames), times ``target_denominator``, at most
+10-fold amplified, then unit-gain momentum (``v = m v + (1 - m) g``, CNTK's default) and
+``p -= lr v``. It runs CNTK's rule on the minibatch's summed gradient with the per-frame rate
+``lr / frames``, so ``lr`` scales the step as for the other learners.
 """
 
 from __future__ import annotations
@@ -31,6 +41,16 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+
+from asrkit.learners import (
+    adam_step,
+    clip_gradients,
+    fsadagrad_step,
+    momentum_as_time_constant,
+    sgd_step,
+)
+
+__all__ = ["LEARNER_TYPES", "LearnerConfig", "Optimizer", "Schedule", "clip_gradients"]
 
 
 @dataclasses.dataclass
@@ -45,6 +65,8 @@ class LearnerConfig:
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
+    variance_time_constant: float = 720000.0
+    target_denominator: float = 1.0
     l2: float = 0.0
     clip_norm: float = 5.0
     clip_value: float = 0.0
@@ -56,11 +78,17 @@ class LearnerConfig:
     min_lr: float = 0.0
 
 
-LEARNER_TYPES = ("sgd", "adam", "adamw")
+LEARNER_TYPES = ("sgd", "adam", "adamw", "fsadagrad")
 
 
 class Optimizer:
-    """Updates parameters in place from gradients: ``step(params, grads, lr)``."""
+    """Updates parameters in place from gradients: ``step(params, grads, lr, frames)``.
+
+    config: a LearnerConfig; shapes: the parameters' shapes. Slots, one array per parameter:
+    ``slots`` the momentum (sgd, fsadagrad) or Adam's first moment; ``slots2`` Adam's second
+    moment, or for fsadagrad the mean squares followed by one float64 ``[1]`` array holding
+    the smoothed frame count; empty for sgd. ``count``: the updates made.
+    """
 
     def __init__(self, config: LearnerConfig, shapes: Sequence[tuple], dtype=np.float32):
         if config.type not in LEARNER_TYPES:
@@ -70,43 +98,42 @@ class Optimizer:
         self.count = 0
         self.slots = [np.zeros(s, dtype) for s in shapes]
         self.slots2 = [np.zeros(s, dtype) for s in shapes] if config.type != "sgd" else []
+        if config.type == "fsadagrad":
+            self.slots2.append(np.zeros(1, np.float64))
 
     def momentum(self, frames: int) -> float:
         """SGD momentum for a minibatch of ``frames`` (from the time constant when set)."""
         tc = self.config.momentum_time_constant
-        return math.exp(-frames / tc) if tc > 0 else self.config.momentum
+        return momentum_as_time_constant(tc, frames) if tc > 0 else self.config.momentum
 
     def step(self, params: Sequence[np.ndarray], grads: Sequence[np.ndarray], lr: float,
              frames: int = 1) -> None:
-        """One update with learning rate ``lr``; ``grads`` may be modified. ``frames``: the
-        minibatch's frames (for ``momentum_time_constant``)."""
+        """One update with learning rate ``lr`` from the per-frame mean gradients ``grads``
+        (modified); ``frames``: the minibatch's frames (time constants, fsadagrad)."""
         c = self.config
         self.count += 1
-        if c.type == "sgd":
-            mu = np.float32(self.momentum(frames))
-            for p, g, v in zip(params, grads, self.slots):
-                if c.l2:
-                    g += c.l2 * p
-                v *= mu
-                v += g
-                p -= lr * (g + mu * v if c.nesterov else v)
-            return
-        b1, b2 = c.beta1, c.beta2
-        bc1 = 1 - b1 ** self.count
-        bc2 = math.sqrt(1 - b2 ** self.count)
-        for p, g, m, v in zip(params, grads, self.slots, self.slots2):
-            if c.l2 and c.type == "adam":
+        if c.l2 and c.type != "adamw":
+            for p, g in zip(params, grads):
                 g += c.l2 * p
-            m *= b1
-            m += (1 - b1) * g
-            v *= b2
-            v += (1 - b2) * g * g
-            if c.l2 and c.type == "adamw":
-                p -= lr * c.l2 * p
-            p -= (lr / bc1) * m / (np.sqrt(v) / bc2 + c.eps)  # torch.optim.Adam's form
+        if c.type == "sgd":
+            mu = self.momentum(frames)
+            for p, g, v in zip(params, grads, self.slots):
+                sgd_step(p, g, v, lr, mu, c.nesterov)
+        elif c.type == "fsadagrad":
+            n, mu, smoothed = max(int(frames), 1), self.momentum(frames), self.slots2[-1]
+            count = new = float(smoothed[0])
+            for p, g, mom, s in zip(params, grads, self.slots, self.slots2):
+                g *= np.float32(n)  # CNTK's rule wants the summed gradient and a per-frame rate
+                new = fsadagrad_step(p, g, s, mom, count, lr / n, n, mu,
+                                     c.variance_time_constant, c.target_denominator)
+            smoothed[0] = new
+        else:
+            wd = c.l2 if c.type == "adamw" else 0.0
+            for p, g, m, v in zip(params, grads, self.slots, self.slots2):
+                adam_step(p, g, m, v, self.count, lr, c.beta1, c.beta2, c.eps, wd)
 
     def state_dict(self) -> dict:
-        """Counters and slot arrays (momentum / Adam moments)."""
+        """Counters and slot arrays (momentum / Adam moments / FSAdaGrad's mean squares)."""
         return {"count": self.count, "slots": [s.copy() for s in self.slots],
                 "slots2": [s.copy() for s in self.slots2]}
 
@@ -117,21 +144,6 @@ class Optimizer:
             dst[...] = src
         for dst, src in zip(self.slots2, state["slots2"]):
             dst[...] = src
-
-
-def clip_gradients(grads: Sequence[np.ndarray], clip_norm: float = 0.0,
-                   clip_value: float = 0.0) -> float:
-    """Clip in place: element-wise to ``[-clip_value, clip_value]``, then the global L2 norm to
-    ``clip_norm`` (0 turns each off). Returns the global norm before norm clipping."""
-    if clip_value:
-        for g in grads:
-            np.clip(g, -clip_value, clip_value, out=g)
-    norm = math.sqrt(sum(float(np.vdot(g, g)) for g in grads))
-    if clip_norm and norm > clip_norm:
-        scale = clip_norm / (norm + 1e-12)
-        for g in grads:
-            g *= scale
-    return norm
 
 
 class Schedule:

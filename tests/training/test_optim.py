@@ -72,3 +72,54 @@ def test_momentum_time_constant_is_cntks_per_minibatch_momentum():
         opt.step(p, [np.ones(1, np.float32)], 0.1, frames)
     v = np.exp(-2.0) * 1.0 + 1.0  # v1 = g; v2 = exp(-2000/1000) v1 + g
     np.testing.assert_allclose(p[0], -0.1 * (1.0 + v), rtol=1e-6)
+
+
+def _cntk_fsadagrad(p, grads_sum, frames, lr, momentum, var_tc):
+    """CNTK's Matrix::FSAdagradUpdate + CPUMatrix::FSAdagrad, in float64, per-sample rate."""
+    p, count = p.astype(np.float64), 0.0
+    s, mom = np.zeros_like(p), np.zeros_like(p)
+    for g, n in zip(grads_sum, frames):
+        vm = np.exp(-n / var_tc)
+        count = vm * count + (1 - vm) * n
+        s = vm * s + (1 - vm) * g * g
+        w = np.minimum(np.sqrt(count) / np.sqrt(s), 10.0)
+        mom = momentum * mom + (1 - momentum) * (g * w)  # unit gain
+        p = p - (lr / n) * mom
+    return p
+
+
+def test_fsadagrad_is_cntks_rule_on_the_summed_gradient(rng):
+    cfg = LearnerConfig(type="fsadagrad", lr=0.01, momentum=0.8, variance_time_constant=500.0)
+    p0 = rng.standard_normal((4, 3)).astype(np.float32)
+    frames = [120, 80, 200, 150]
+    sums = [rng.standard_normal(p0.shape) * n * 0.01 for n in frames]
+    ours = [p0.copy()]
+    opt = Optimizer(cfg, [p0.shape])
+    for g, n in zip(sums, frames):
+        opt.step(ours, [(g / n).astype(np.float32)], 0.01, frames=n)
+    ref = _cntk_fsadagrad(p0, sums, frames, 0.01, 0.8, 500.0)
+    np.testing.assert_allclose(ours[0], ref, rtol=1e-5, atol=1e-6)
+    # the smoothed frame count travels with the slots (so checkpoints and BMUF carry it)
+    state = opt.state_dict()
+    assert len(state["slots2"]) == 2 and state["slots2"][1][0] > 0
+    again = Optimizer(cfg, [p0.shape])
+    again.load_state_dict(state)
+    a, b = [ours[0].copy()], [ours[0].copy()]
+    g = rng.standard_normal(p0.shape).astype(np.float32)
+    opt.step(a, [g.copy()], 0.01, 100)
+    again.step(b, [g.copy()], 0.01, 100)
+    np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_fsadagrad_from_toml_and_its_options_are_checked():
+    from asrkit.config.acoustic_net import ConfigError
+    from asrkit.training import parse_train_config
+
+    net = {"layers": [{"type": "blstm", "hidden": 4}]}
+    cfg = parse_train_config({"network": net, "learner": {
+        "type": "fsadagrad", "lr": 0.002, "variance_time_constant": 36000,
+        "target_denominator": 0.5, "momentum_time_constant": 2500}}, "f.toml")
+    assert cfg.learner.type == "fsadagrad" and cfg.learner.variance_time_constant == 36000.0
+    with pytest.raises(ConfigError, match=r"f.toml: \[learner\].variance_time_constant: must"):
+        parse_train_config({"network": net, "learner": {"type": "fsadagrad",
+                                                        "variance_time_constant": 0}}, "f.toml")
