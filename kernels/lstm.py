@@ -14,8 +14,10 @@ Projection (LSTMP, ``torch.nn.LSTM(proj_size=P)``): with ``w_hr [P, H]`` the hid
 
 Devices: ``"reference"`` (numpy twin), ``"cpu"`` (BLAS + numba), ``"cuda"`` (cuBLAS or numba GEMM +
 numba.cuda kernels; takes and returns device arrays, host arrays are copied over). ``device=None``
-follows the arrays. The cache returned by a forward is opaque, remembers its device and keeps a
-reference to ``x``: do not overwrite ``x`` in place before the backward.
+follows the arrays. The cache returned by a forward is opaque, remembers its device and keeps
+references to ``x`` and (on the CPU) to ``y``: overwrite neither in place before the backward. A
+CPU cache serves one backward (it computes the gate gradients over the saved activations, see
+``asrkit.kernels.cpu.lstm``); a second backward on it raises ValueError.
 """
 
 from __future__ import annotations
@@ -193,9 +195,14 @@ def blstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths=None, device=None, 
     if c0 is None:
         c0 = _zeros_like_state(dev, (2, B, H), dt)
 
+    y = None
+    if dev == "cpu":  # each direction writes its half of y: no concatenation
+        y = np.empty((T, B, 2 * P), dt)
+
     def direction(d):
         # each direction in its own thread keeps to one core; in turn, each uses them all
-        extra = {"threads": 1 if concurrent else threads} if dev == "cpu" else {}
+        extra = ({"threads": 1 if concurrent else threads, "out": y[:, :, d * P:(d + 1) * P]}
+                 if dev == "cpu" else {})
         return lambda: backend.lstm_forward(x, h0[d], c0[d], w_ih[d], w_hh[d], b_ih[d], b_hh[d],
                                             lengths, reverse=bool(d), w_hr=_pick(w_hr, d),
                                             **extra)
@@ -203,7 +210,10 @@ def blstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths=None, device=None, 
     if concurrent is None:
         concurrent = _concurrent_default(dev)
     (yf, hf, cf, kf), (yb, hb, cb, kb) = _run_both(dev, concurrent, direction(0), direction(1))
-    y, h_n, c_n = backend.join_directions(yf, yb, hf, hb, cf, cb)
+    if y is None:
+        y, h_n, c_n = backend.join_directions(yf, yb, hf, hb, cf, cb)
+    else:
+        h_n, c_n = np.stack([hf, hb]), np.stack([cf, cb])
     return y, h_n, c_n, BLSTMCache(kf, kb, P, dev)
 
 

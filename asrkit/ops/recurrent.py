@@ -83,10 +83,11 @@ def _bwd(ctx, g, y, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *w_hr, reverse=False, sta
     return tuple(grads)
 
 
-# The kernel's cache holds x and the weights: keep them alive (and out of reusable slots) until
-# the backward pass, so needs names every input.
+# The kernel's cache holds x, the weights and (CPU) the output y, whose frames are the h_prev of
+# dW_hh: keep them alive (and out of reusable slots) until the backward pass, so needs names
+# every input and "out".
 lstm_p = Primitive("lstm", ("x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh", "w_hr"), _rule, _fwd,
-                   _bwd, needs=range(8), stateful=True)
+                   _bwd, needs=(*range(8), "out"), stateful=True)
 
 
 def lstm(x, w_ih, w_hh, b_ih, b_hh, w_hr=None, h0=0.0, c0=0.0, reverse=False, name=""):
@@ -157,7 +158,7 @@ def _blstm_bwd(ctx, g, y, x, h0, c0, *ws, state=None):
 blstm_p = Primitive(
     "blstm", ("x", "h0", "c0", "w_ih", "w_ih_reverse", "w_hh", "w_hh_reverse", "b_ih",
               "b_ih_reverse", "b_hh", "b_hh_reverse", "w_hr", "w_hr_reverse"),
-    _blstm_rule, _blstm_fwd, _blstm_bwd, needs=range(13), stateful=True)
+    _blstm_rule, _blstm_fwd, _blstm_bwd, needs=(*range(13), "out"), stateful=True)
 
 
 def blstm(x, forward: dict, reverse: dict, h0=0.0, c0=0.0, name=""):

@@ -100,3 +100,17 @@ def test_inputs_held_by_an_lstm_cache_stay_alive_until_its_backward():
         for v in s.free_values:
             if v in lstm.inputs:
                 assert i >= lstm_bwd, f"{v!r} freed at step {i}, before the LSTM backward"
+
+
+def test_recurrent_outputs_read_by_their_cache_stay_alive_and_unslotted():
+    """The CPU LSTM cache reads the layer's own output y in the backward (h_prev of dW_hh): the
+    planner must keep y until the op's backward and never lend its storage to another node."""
+    for name in ("lstm[after_dense_slot_reuse]", "blstm"):
+        node, _, _ = CASES[name](np.random.default_rng(zlib.crc32(name.encode())))
+        plan = Plan([node], wrt=node.parameters, root=node)
+        for i, s in enumerate(plan.steps):
+            if s.kind == "fwd" and s.node.op.name in ("lstm", "blstm"):
+                assert s.slot is None
+                rnn, fwd = s.node, i
+        bwd = next(i for i, s in enumerate(plan.steps) if s.kind == "bwd" and s.node is rnn)
+        assert plan.value_death[(rnn, 0)] >= bwd > fwd

@@ -232,19 +232,77 @@ def test_bad_input_gives_clear_errors(rng):
         lstm_backward(None, None, None, cache, device="reference")
 
 
-@pytest.mark.parametrize("use_blocks", [False, True])
-def test_recurrent_gemm_strategies_agree(rng, use_blocks):
-    from asrkit.kernels.cpu.lstm import RecurrentGemm
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("blas", [True, False])
+def test_recurrent_gemm_splits_agree(rng, dtype, blas):
+    """Every split of the per-step GEMM (whole, column blocks, K blocks accumulated), through
+    numpy's OpenBLAS or the numba fallback, computes rows r0 .. r0+n-1 and nothing else."""
+    from asrkit.kernels.cpu import _gemm
 
-    w = rng.standard_normal((300, 400)).astype(np.float32)
-    a = rng.standard_normal((16, 300)).astype(np.float32)
-    gemm = RecurrentGemm(w, 16)
-    assert len(gemm.blocks) > 1  # 16 * 300 * 200 is past the small-matrix size
-    gemm.use_blocks = use_blocks
-    out = np.full((16, 400), np.nan, np.float32)
-    gemm(a, out, 11)
-    np.testing.assert_allclose(out[:11], a[:11] @ w, rtol=1e-5, atol=1e-5)
-    assert np.isnan(out[11:]).all()  # rows past n are left alone
+    gemm = _gemm.gemm_function(dtype, blas=blas)
+    K, N = 300, 400
+    a = rng.standard_normal((16, K)).astype(dtype)
+    w = rng.standard_normal((K, N)).astype(dtype)
+    cands = _gemm.candidates(16, K, N)
+    assert {m for m, _ in cands} == {_gemm.WHOLE, _gemm.COLUMN_BLOCKS, _gemm.K_BLOCKS}
+    for mode, width in cands:
+        out = np.full((16, N), np.nan, dtype)
+        _gemm.matmul_rows(gemm, mode, width, a, w, out, 2, 11)
+        np.testing.assert_allclose(out[2:13], a[2:13] @ w, rtol=1e-5, atol=1e-4)
+        assert np.isnan(out[:2]).all() and np.isnan(out[13:]).all()
+    assert _gemm.gemm_plan(gemm, 16, K, N, dtype) in cands
+
+
+def test_cpu_without_blas_matches_reference(rng, monkeypatch):
+    """ASRKIT_LSTM_GEMM=numba: the recurrences run on the numba fallback GEMM."""
+    monkeypatch.setenv("ASRKIT_LSTM_GEMM", "numba")
+    T, B, In, H = 5, 3, 3, 4
+    lengths = np.array([5, 2, 4])
+    p = make_params(rng, In, H, 2, dtype=np.float64)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, 2, dtype=np.float64)
+    dy = rng.standard_normal((T, B, 2))
+    res = []
+    for device in ("reference", "cpu"):
+        y, h_n, c_n, cache = lstm_forward(x, h0, c0, *(p[n] for n in NAMES[:4]), lengths,
+                                          device=device, w_hr=p["w_hr"])
+        res.append((y, h_n, c_n, *lstm_backward(dy, None, None, cache)))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(b, a, atol=1e-12, rtol=1e-10)
+
+
+def test_cpu_cache_serves_one_backward(rng):
+    """The backward writes the gate gradients over the cache's activations: a second backward
+    on the same cache is refused with a clear error, and y is the cache's own output."""
+    p = make_params(rng, 3, 4)
+    x, h0, c0 = make_inputs(rng, 5, 2, 3, 4)
+    y, _, _, cache = lstm_forward(x, h0, c0, *(p[n] for n in NAMES[:4]), device="cpu")
+    assert np.shares_memory(y, cache.y) and not cache.consumed
+    dy = np.ones_like(y)
+    lstm_backward(dy, None, None, cache)
+    assert cache.consumed
+    with pytest.raises(ValueError, match="already used by a backward"):
+        lstm_backward(dy, None, None, cache)
+
+
+def test_blstm_cpu_writes_both_halves_and_reads_strided_dy(rng):
+    """On the CPU each direction writes its half of y directly and reads its half of dy as a
+    view; the results equal two separate lstm_forward/backward calls."""
+    T, B, In, H = 6, 3, 2, 3
+    lengths = np.array([6, 4, 1])
+    p = make_params(rng, In, H, dirs=2)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, dirs=2)
+    dy = rng.standard_normal((T, B, 2 * H)).astype(np.float32)
+    y, h_n, c_n, cache = blstm_forward(x, h0, c0, *(p[n] for n in NAMES[:4]), lengths,
+                                       device="cpu")
+    grads = blstm_backward(dy, None, None, cache)
+    for d in (0, 1):
+        yd, hd, cd, kd = lstm_forward(x, h0[d], c0[d], *(p[n][d] for n in NAMES[:4]), lengths,
+                                      device="cpu", reverse=bool(d))
+        np.testing.assert_array_equal(y[:, :, d * H:(d + 1) * H], yd)
+        np.testing.assert_array_equal(h_n[d], hd)
+        gd = lstm_backward(np.ascontiguousarray(dy[:, :, d * H:(d + 1) * H]), None, None, kd)
+        for g, one in zip(grads[3:], gd[3:]):
+            np.testing.assert_allclose(g[d], one, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("threads", [2, 3])
