@@ -13,7 +13,7 @@ define next to its public wrapper (see ``elementwise.py``)::
         return bind(my_p, [x], name=name)
 
 then add a case to ``tests/graph/_cases.py``: the catalogue test fails for any differentiable
-primitive without a finite-difference check. CUDA forwards go in ``cuda_impls.py``.
+primitive without a finite-difference check. CUDA forwards go in ``cuda_impls*.py``.
 """
 
 from asrkit.ops.convolution import avg_pool1d, conv1d, max_pool1d

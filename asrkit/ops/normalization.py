@@ -66,7 +66,9 @@ def _bn_fwd(ctx, x, scale, bias, running_mean, running_var, eps=1e-5, momentum=0
         xhat = (x - running_mean) * rstd
         return xhat * scale + bias, (xhat, rstd, None, False)
     m = _valid(ctx, x)
-    n = float(m.sum()) if m is not None else float(np.prod([x.shape[a] for a in axes]))
+    # every entry of a valid frame counts (x [T, B, ..., D]: the middle axes too)
+    n = float(m.sum()) * int(np.prod(x.shape[2:-1])) if m is not None else \
+        float(np.prod([x.shape[a] for a in axes]))
     if n < 1:
         raise ValueError(f"{ctx.where()}: batch norm over an empty batch")
     mu = x.sum(axis=axes) / n

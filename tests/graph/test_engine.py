@@ -138,7 +138,14 @@ def test_integer_label_feed_rejects_fractions():
 
 
 @pytest.mark.cuda
-def test_ops_without_a_cuda_kernel_fall_back_loudly(rng):
+def test_ops_without_a_cuda_kernel_fall_back_loudly(rng, monkeypatch):
+    from asrkit.graph.backends import cuda as cuda_backend
+    from asrkit.graph.backends import get_backend
+
+    get_backend("cuda")  # registers the CUDA impls; then take softplus's away for this test
+    for key in ("cuda", "cuda_backward"):
+        monkeypatch.delitem(O.softplus.primitive.impls, key)
+    cuda_backend._warned.clear()
     x = input_variable(3)
     W = parameter((3, 2), init=rng.standard_normal((3, 2)))
     loss = O.sum_all(O.softplus(x @ W))

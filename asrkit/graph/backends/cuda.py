@@ -1,14 +1,17 @@
-"""The cuda backend: values are numba device arrays; ops with a CUDA forward run on the GPU.
+"""The cuda backend: values are numba device arrays; ops run on the GPU.
 
-Ops whose ``Primitive.impls`` has a ``"cuda"`` entry (the fused CTC and LSTM kernels, the
-elementwise kernels, GEMMs: see ``asrkit.ops.cuda_impls``) run on the device. Every other op
-falls back to its numpy forward through the host, with a warning naming the op once per process,
-so a graph always runs and the slow path is visible. Gradient bookkeeping (masking,
-accumulation, bias reductions) runs on the device.
+Every op of the catalogue has a CUDA forward/backward in ``Primitive.impls`` (registered by
+``asrkit.ops.cuda_impls``, ``cuda_impls_shape`` and ``cuda_impls_math`` when this backend is
+first made), except ``recurrence`` (a per-step Python scan). An op without one, or whose impl
+returns ``NotImplemented`` for the shapes given, falls back to its numpy forward through the host,
+with a RuntimeWarning naming the op once per process, so a graph always runs and the slow path
+is visible. Gradient bookkeeping (masking, accumulation, reductions to broadcast shapes) runs on
+the device.
 """
 
 from __future__ import annotations
 
+import importlib
 import warnings
 
 import numpy as np
@@ -18,6 +21,7 @@ from asrkit.graph.sequence import zero_padding
 from asrkit.kernels._device import is_cuda_array, require_cuda
 
 _warned: set = set()
+_IMPL_MODULES = ("asrkit.ops.cuda_impls_shape", "asrkit.ops.cuda_impls_math")
 
 
 def _on_device(a) -> bool:
@@ -39,9 +43,13 @@ class Backend:
 
     def __init__(self):
         self.cuda = require_cuda()
-        from asrkit.ops import cuda_impls
+        from asrkit.ops import cuda_impls, cuda_layout
 
+        # the further impl modules register themselves on import, after cuda_impls
+        for module in _IMPL_MODULES:
+            importlib.import_module(module)
         self.impls = cuda_impls
+        self.layout = cuda_layout
 
     def to_device(self, a):
         """Copy a host array to the device (device arrays pass through)."""
@@ -98,13 +106,14 @@ class Backend:
         return self.impls.device_zero_padding(self.impls.device_copy(x) if copy else x, lengths)
 
     def unbroadcast(self, g, shape):
-        """Sum ``g`` back to ``shape`` (on the device for suffix shapes such as biases)."""
+        """Sum ``g`` back to ``shape`` (numpy broadcasting's adjoint) on the device."""
         if tuple(g.shape) == tuple(shape):
             return g
         if _on_device(g):
             out = self.impls.device_sum_to(g, tuple(shape))
             if out is not None:
                 return out
+            return self.layout.sum_to_shape(g, tuple(shape))
         return self.to_device(np.ascontiguousarray(unbroadcast(self.to_host(g), shape)))
 
     def ones(self, shape, dtype):
