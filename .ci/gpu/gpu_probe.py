@@ -3,7 +3,7 @@
 Versions (python, numpy, numba, numba-cuda, torch, cupy, nvmath), whether numba sees a GPU (name,
 compute capability, memory), which GEMM backend ``asrkit.kernels.cuda.gemm`` picked, asrkit's
 optional dependencies that are missing, and two smoke checks on the device: a numba.cuda kernel
-and a GEMM against numpy. Run by ``tools/gpu_check.sh``; exit status 1 when the checks fail.
+and a GEMM against numpy. Run by ``.ci/gpu/gpu_check.sh``; exit status 1 when the checks fail.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One prepared GPU check for a machine lent with an NVIDIA GPU (run from anywhere in the repo).
 #
-#   OUT=/some/dir tools/gpu_check.sh            the real check (NUMBA_ENABLE_CUDASIM unset)
-#   tools/gpu_check.sh --dry-run                print the plan and write the JSON; run nothing
-#   tools/gpu_check.sh --sim                    rehearsal without a GPU: numba's simulator, tiny
+#   OUT=/some/dir .ci/gpu/gpu_check.sh            the real check (NUMBA_ENABLE_CUDASIM unset)
+#   .ci/gpu/gpu_check.sh --dry-run                print the plan and write the JSON; run nothing
+#   .ci/gpu/gpu_check.sh --sim                    rehearsal without a GPU: numba's simulator, tiny
 #                                               bench sizes, the existing .venv (no install)
 #
 # Steps, each under `timeout` and each run even when an earlier one failed:
@@ -12,25 +12,25 @@
 #          --system-site-packages plus a .pth to the image's site-packages, asrkit itself with
 #          --no-deps; wheels in .whl/ if carried), else online `pip install -e '.[dev,cuda]'`
 #                                                                   -> $OUT/setup.log
-#   probe  tools/gpu_probe.py: versions, the GPU numba sees, GEMM backend, smoke kernels
+#   probe  .ci/gpu/gpu_probe.py: versions, the GPU numba sees, GEMM backend, smoke kernels
 #                                                                   -> $OUT/probe.log
 #   tests  pytest -m cuda on the files holding CUDA tests, on the real GPU -> $OUT/tests.log
-#   bench  tools/gpu_bench.py: LSTM, CTC and a BLSTM-CTC graph step, cuda vs cpu vs torch
+#   bench  .ci/gpu/gpu_bench.py: LSTM, CTC and a BLSTM-CTC graph step, cuda vs cpu vs torch
 #                                                -> $OUT/bench.log, $OUT/bench.json
 # and $OUT/gpu_check.json summarises them (rc, seconds, pytest counts, the bench results).
 # The whole run stays within GPU_CHECK_BUDGET_S seconds (default 470, about 8 minutes): give the
 # command a timeout of about 540 s. GPU_CHECK_PYTEST_ARGS adds pytest arguments (e.g. -k ...).
 # The lent H200 image is offline and lacks kaldi-io (the training test's reader); carry it:
 #   python3 -m pip download --no-deps -d .whl kaldi-io==0.9.8     (.whl/ is git-ignored)
-# then run `tools/gpu_check.sh` there with `.whl` carried.
+# then run `.ci/gpu/gpu_check.sh` there with `.whl` carried.
 set -u
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 MODE=real
 case "${1:-}" in
     --dry-run) MODE=dry ;;
     --sim) MODE=sim ;;
     "") ;;
-    *) echo "usage: tools/gpu_check.sh [--dry-run | --sim]" >&2; exit 2 ;;
+    *) echo "usage: .ci/gpu/gpu_check.sh [--dry-run | --sim]" >&2; exit 2 ;;
 esac
 OUT=${OUT:-$PWD/gpu_check_out}
 mkdir -p "$OUT"
@@ -104,7 +104,7 @@ do_setup() {
     "$PY" -c 'import asrkit, numba.cuda; print("asrkit from", asrkit.__file__)'
 }
 
-do_probe() { "$(cat "$PYFILE")" tools/gpu_probe.py; }
+do_probe() { "$(cat "$PYFILE")" .ci/gpu/gpu_probe.py; }
 
 do_tests() {
     local py
@@ -113,7 +113,7 @@ do_tests() {
     "$py" -m pytest -q -m cuda -p no:cacheprovider --runslow --durations=10 "$@"
 }
 
-do_bench() { "$(cat "$PYFILE")" tools/gpu_bench.py $BENCH_ARGS --json "$OUT/bench.json"; }
+do_bench() { "$(cat "$PYFILE")" .ci/gpu/gpu_bench.py $BENCH_ARGS --json "$OUT/bench.json"; }
 
 PYFILE=$(mktemp)
 echo "$PY" > "$PYFILE"

@@ -7,7 +7,7 @@ argument types, then (in a second process, simulator off) compiles each recorded
 ``pip install --target DIR "nvidia-nvvm==13.*" "nvidia-cuda-nvrtc==13.*"
 "nvidia-cuda-runtime==13.*"`` and then ``--libs DIR/nvidia/cu13``.
 
-    python tools/cuda_ptx_check.py --libs /tmp/nv/nvidia/cu13 [-- PYTEST ARGS]
+    python .ci/gpu/cuda_ptx_check.py --libs /tmp/nv/nvidia/cu13 [-- PYTEST ARGS]
 
 Prints one line per failure and a count; exit status 1 if any signature fails to compile.
 Kernels created inside functions (closures, e.g. the GEMM tiles) are not reachable by name and
@@ -25,7 +25,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 # -- phase 1: a pytest plugin recording launches under the simulator -------------------------

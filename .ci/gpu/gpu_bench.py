@@ -1,6 +1,6 @@
 """Time asrkit's CUDA paths against asrkit's CPU paths and torch (CUDA build if present).
 
-Run by ``tools/gpu_check.sh`` on a GPU machine; also runs under numba's simulator with
+Run by ``.ci/gpu/gpu_check.sh`` on a GPU machine; also runs under numba's simulator with
 ``--sizes tiny`` (a smoke test of this script, not a timing). Cases, each independent (a failing
 case records its error and the others still run):
 
@@ -12,7 +12,7 @@ case records its error and the others still run):
   any op that fell back to the host.
 
 Times are medians of ``--repeat`` runs after one warm-up, in milliseconds, with the device
-synchronised around each run. Usage: ``python tools/gpu_bench.py --json out.json``.
+synchronised around each run. Usage: ``python .ci/gpu/gpu_bench.py --json out.json``.
 """
 
 from __future__ import annotations
