@@ -13,7 +13,20 @@ The 1-rank baseline is plain local training. Modes: ``allreduce`` (gradients sum
 ``1bit`` (1-bit SGD with error feedback) and ``bmuf`` (block momentum; one model average every
 ``--block-size`` steps). ``independent`` runs the ranks without any exchange: its speed-up is the
 most this machine gives two processes (shared cores, memory bandwidth), the bound for the others.
-Bytes per step are what rank 0 sends, averaged over the timed steps.
+Bytes per step are what rank 0 sends, averaged over the timed steps. A 1-rank baseline runs
+before and after every mode, and the mode is compared with the mean of the two; ``speedup_best``
+compares the fastest blocks instead (what a quiet machine would give, when it is not quiet).
+
+Every configuration, the 1-rank baseline included, runs under ``mpiexec -n N -bind-to core`` (each
+rank pinned to its own core, so a rank that busy-polls in a collective spins on its own core, not
+its neighbour's; ``--no-bind`` turns it off). The ranks meet at a barrier before the timed steps
+and after each one. Step times are medians of per-block means (a block is one step, or
+``--block-size`` steps for bmuf, so its model average is counted). ``exchange_ms`` is the part of
+a step that rank 0 spends in collectives and 1-bit quantisation (median; it includes waiting for
+a slower rank, which ``exchange_ms_min``, the least of the steps, mostly does not);
+``load_1min`` is the highest 1-minute load average seen around the case's runs; the bench's own
+ranks add up to N to it, so more than about N means other processes shared the cores (with 2
+ranks on a 2-core machine anything else steals from the ranks, and the figures mean little).
 """
 
 from __future__ import annotations
@@ -45,6 +58,8 @@ def add_arguments(parser) -> None:
                         default=["allreduce", "1bit", "bmuf", "independent"],
                         help="allreduce | 1bit | bmuf | independent (no exchange: the bound)")
     parser.add_argument("--block-size", type=int, default=4, help="bmuf steps per sync")
+    parser.add_argument("--no-bind", action="store_true",
+                        help="do not pin each rank to a core (mpiexec -bind-to core)")
 
 
 class _FixedReader:
@@ -72,8 +87,34 @@ class _FixedReader:
         return self.batch
 
 
+class _ExchangeTimer:
+    """Seconds spent in wrapped methods (collectives, 1-bit aggregation), outermost calls only."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._depth = 0
+
+    def wrap(self, obj, name: str) -> None:
+        import time
+
+        method = getattr(obj, name)
+
+        def timed(*args, **kwargs):
+            self._depth += 1
+            t0 = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._depth -= 1
+                if not self._depth:
+                    self.seconds += time.perf_counter() - t0
+
+        setattr(obj, name, timed)
+
+
 def worker(a: dict, mode: str, steps: int) -> None:
-    """Run under mpiexec: time ``steps`` Trainer steps after 2 warm-ups; rank 0 prints JSON."""
+    """Run under mpiexec: time ``steps`` Trainer steps after 2 warm-ups; rank 0 prints JSON
+    (median step seconds, median exchange seconds, bytes sent per step)."""
     import time
 
     from asrkit.distributed import LocalCommunicator, abort_on_error, get_communicator
@@ -95,19 +136,33 @@ def worker(a: dict, mode: str, steps: int) -> None:
             "train": {"out_dir": os.devnull}}, "<bench>")
         reader = _FixedReader(a, comm.rank)
         trainer = Trainer(cfg, comm=train_comm, reader=reader, log=lambda m: None)
-        for _ in range(2):
+        timer = _ExchangeTimer()
+        for obj, name in ((train_comm, "allreduce_"), (train_comm, "allgather"),
+                          (trainer.onebit, "aggregate_"), (trainer.bmuf, "sync")):
+            if obj is not None:
+                timer.wrap(obj, name)
+        group = a["block_size"] if mode == "bmuf" else 1
+        steps = -(-steps // group) * group
+        for _ in range(2 * group):
             trainer.train_step(reader.batch)
         comm.barrier()
         sent = comm.bytes_sent
-        times = []
+        times, exchange = [], []
         for _ in range(steps):
+            timer.seconds = 0.0
             t0 = time.perf_counter()
             trainer.train_step(reader.batch)
             comm.barrier()
             times.append(time.perf_counter() - t0)
+            exchange.append(timer.seconds)
         sent = (comm.bytes_sent - sent) / steps
+        blocks = np.reshape(times, (-1, group)).mean(axis=1)
+        ex_blocks = np.reshape(exchange, (-1, group)).mean(axis=1)
         if comm.is_main:
-            print(json.dumps({"step_s": float(np.median(times)), "ranks": comm.size,
+            print(json.dumps({"step_s": float(np.median(blocks)), "ranks": comm.size,
+                              "best_step_s": float(blocks.min()),
+                              "exchange_s": float(np.median(ex_blocks)),
+                              "exchange_min_s": float(ex_blocks.min()),
                               "bytes_per_step": sent,
                               "frames_per_step": a["frames"] * a["batch"] * comm.size}))
 
@@ -120,18 +175,21 @@ def _mpiexec() -> str:
     return found
 
 
-def _launch(a: dict, mode: str, ranks: int, steps: int) -> dict:
+def _launch(a: dict, mode: str, ranks: int, steps: int, bind: bool = True) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                NUMBA_NUM_THREADS="1", ASRKIT_NO_PROGRESS="1")
     code = ("import json, sys; from asrkit.bench.mpi import worker; "
             "worker(json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3]))")
-    cmd = [sys.executable, "-c", code, json.dumps(a), mode, str(steps)]
-    if ranks > 1:
-        cmd = [_mpiexec(), "-n", str(ranks)] + cmd
+    # the 1-rank baseline goes through the same launcher (and pinning) as the N-rank runs
+    cmd = [_mpiexec(), "-n", str(ranks)] + (["-bind-to", "core"] if bind else []) + \
+        [sys.executable, "-c", code, json.dumps(a), mode, str(steps)]
+    load = os.getloadavg()[0]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if r.returncode != 0:
         raise RuntimeError(f"{mode} with {ranks} ranks failed: {r.stderr[-2000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    res["load"] = max(load, os.getloadavg()[0])
+    return res
 
 
 def run(args) -> list[Case]:
@@ -139,20 +197,33 @@ def run(args) -> list[Case]:
     a = {k: getattr(args, k) for k in ("frames", "batch", "dim", "hidden", "layers", "classes",
                                        "block_size")}
     steps = max(args.repeat, 2)
-    first = _launch(a, "allreduce", 1, steps)
-    results = {mode: _launch(a, mode, args.ranks, steps) for mode in args.modes}
-    # the 1-rank baseline is taken before and after the others, against drifting machine load
-    last = _launch(a, "allreduce", 1, steps)
-    base = {"step_s": 0.5 * (first["step_s"] + last["step_s"])}
+    bind = not args.no_bind
+    if bind and args.ranks > (os.cpu_count() or 1):
+        print(f"bench mpi: {args.ranks} ranks on {os.cpu_count()} cores: ranks share cores",
+              file=sys.stderr)
+    # a 1-rank baseline before and after every mode (against drifting machine load); each mode
+    # is compared with the mean of its two neighbours
+    bases = [_launch(a, "allreduce", 1, steps, bind)]
+    results = {}
+    for mode in args.modes:
+        results[mode] = _launch(a, mode, args.ranks, steps, bind)
+        bases.append(_launch(a, "allreduce", 1, steps, bind))
     cases = []
-    for mode, res in results.items():
+    for i, (mode, res) in enumerate(results.items()):
+        before, after = bases[i], bases[i + 1]
+        base_s = 0.5 * (before["step_s"] + after["step_s"])
+        best_base_s = min(before["best_step_s"], after["best_step_s"])
         # per unit of work (one rank-minibatch): time / ranks, so the ratio is the speed-up
         per_unit = res["step_s"] / res["ranks"]
-        cases.append(Case(f"{mode}: {args.ranks} ranks vs 1", per_unit, "1 rank",
-                          base["step_s"], {
-                              "step_ms_1_rank": round(1e3 * base["step_s"], 1),
-                              f"step_ms_{args.ranks}_ranks": round(1e3 * res["step_s"], 1),
-                              "frames_per_s": round(res["frames_per_step"] / res["step_s"]),
-                              "bytes_per_step": int(res["bytes_per_step"]),
-                              "speedup": round(base["step_s"] / per_unit, 3)}))
+        cases.append(Case(f"{mode}: {args.ranks} ranks vs 1", per_unit, "1 rank", base_s, {
+            "step_ms_1_rank": round(1e3 * base_s, 1),
+            f"step_ms_{args.ranks}_ranks": round(1e3 * res["step_s"], 1),
+            "exchange_ms": round(1e3 * res["exchange_s"], 2),
+            "exchange_ms_min": round(1e3 * res["exchange_min_s"], 2),
+            "frames_per_s": round(res["frames_per_step"] / res["step_s"]),
+            "bytes_per_step": int(res["bytes_per_step"]),
+            "speedup": round(base_s / per_unit, 3),
+            # from the fastest block of each run: less sensitive to other processes
+            "speedup_best": round(best_base_s * res["ranks"] / res["best_step_s"], 3),
+            "load_1min": round(max(res["load"], before["load"], after["load"]), 2)}))
     return cases

@@ -41,7 +41,12 @@ class Communicator:
         """Wait until every rank gets here."""
 
     def allreduce_(self, arrays: Sequence[np.ndarray], op: str = "sum") -> None:
-        """Sum (``op="sum"``), average (``"mean"``), min or max ``arrays`` over ranks, in place."""
+        """Sum (``op="sum"``), average (``"mean"``), min or max ``arrays`` over ranks, in place.
+
+        ``arrays``: a list of C-contiguous numpy arrays (a single array is taken as a list of
+        one; numpy scalars or other objects raise TypeError: a reduction is never silently
+        lost).
+        """
         raise NotImplementedError
 
     def allgather(self, array: np.ndarray) -> np.ndarray:
@@ -57,12 +62,29 @@ class Communicator:
         raise NotImplementedError
 
 
+def _as_array_list(arrays) -> list[np.ndarray]:
+    """``arrays`` as a list of ndarrays; a bare ndarray is one array, not its elements.
+
+    (Iterating a bare ``np.array([n])`` yields numpy scalars: the reduction would be written
+    into temporaries and each rank would silently keep its own value.)
+    """
+    if isinstance(arrays, np.ndarray):
+        return [arrays]
+    arrays = list(arrays)
+    for a in arrays:
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"allreduce_ takes a list of numpy arrays, got a "
+                            f"{type(a).__name__} in it ({a!r:.40})")
+    return arrays
+
+
 class LocalCommunicator(Communicator):
     """One rank, no MPI: every collective is the identity."""
 
     def allreduce_(self, arrays, op="sum"):
         if op not in ("sum", "mean", "min", "max"):
             raise ValueError(f"unknown reduction {op!r}")
+        _as_array_list(arrays)  # the same argument checks as under MPI
 
     def allgather(self, array):
         return np.asarray(array)[None]
@@ -86,6 +108,7 @@ class MPICommunicator(Communicator):
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         self.bytes_sent = 0
+        self._buffers: dict = {}
 
     def barrier(self):
         self.comm.Barrier()
@@ -95,6 +118,7 @@ class MPICommunicator(Communicator):
         mpi_op = {"sum": MPI.SUM, "mean": MPI.SUM, "min": MPI.MIN, "max": MPI.MAX}.get(op)
         if mpi_op is None:
             raise ValueError(f"unknown reduction {op!r}")
+        arrays = _as_array_list(arrays)
         if not arrays:
             return
         # one message for all arrays of a dtype: fewer latency-bound calls
@@ -103,17 +127,33 @@ class MPICommunicator(Communicator):
             if not a.flags.c_contiguous:
                 raise ValueError("allreduce_ needs C-contiguous arrays (it reduces in place)")
             by_dtype.setdefault(a.dtype, []).append(a)
-        for group in by_dtype.values():
-            flat = np.concatenate([a.reshape(-1) for a in group])
+        for dtype, group in by_dtype.items():
+            if len(group) == 1:
+                flat = group[0].reshape(-1)  # a view: reduced in place, no copies
+            else:
+                flat = self._buffer(dtype, sum(a.size for a in group))
+                np.concatenate([a.reshape(-1) for a in group], out=flat)
             self.comm.Allreduce(MPI.IN_PLACE, flat, op=mpi_op)
             # ring allreduce sends about 2 (size-1)/size of the buffer per rank
             self.bytes_sent += int(2 * flat.nbytes * (self.size - 1) / self.size)
             if op == "mean":
                 flat /= self.size
-            offset = 0
-            for a in group:
-                a.reshape(-1)[:] = flat[offset:offset + a.size]
-                offset += a.size
+            if len(group) > 1:
+                offset = 0
+                for a in group:
+                    a.reshape(-1)[:] = flat[offset:offset + a.size]
+                    offset += a.size
+
+    def _buffer(self, dtype, size: int) -> np.ndarray:
+        """A reused flat buffer: a fresh 10-MB array every step costs its page faults again."""
+        key = (np.dtype(dtype).str, size)
+        buf = self._buffers.pop(key, None)
+        if buf is None:
+            buf = np.empty(size, dtype)
+        self._buffers[key] = buf  # most recently used last
+        while len(self._buffers) > 4:
+            del self._buffers[next(iter(self._buffers))]
+        return buf
 
     def allgather(self, array):
         array = np.ascontiguousarray(array)

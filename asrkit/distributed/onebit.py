@@ -32,11 +32,12 @@ def as_matrix(g: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _quantize(v, packed, pos, neg):
-    """v float32 [R, C] (gradient + residual, overwritten with the residual); packed uint8
-    [ceil(R*C/8)] receives the sign bits in np.packbits order (row-major, MSB first).
+def _quantize(m, v, packed, pos, neg):
+    """v float32 [R, C] (the residual) += m, then is overwritten with the new residual; packed
+    uint8 [ceil(R*C/8)] receives the sign bits in np.packbits order (row-major, MSB first).
 
-    Row-major passes (per-column sums kept in small arrays) so the memory is read in order.
+    Two row-major passes (per-column sums kept in small arrays) so memory is read in order; the
+    residual update is fused into the first.
     """
     R, C = v.shape
     sp = np.zeros(C)
@@ -44,7 +45,8 @@ def _quantize(v, packed, pos, neg):
     n_p = np.zeros(C, np.int64)
     for r in range(R):
         for c in range(C):
-            x = v[r, c]
+            x = v[r, c] + m[r, c]
+            v[r, c] = x
             if x >= 0:
                 sp[c] += x
                 n_p[c] += 1
@@ -75,19 +77,20 @@ def _quantize(v, packed, pos, neg):
         packed[k] = acc << (8 - nbits)
 
 
-def quantize(matrix: np.ndarray, residual: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                 np.ndarray]:
+def quantize(matrix: np.ndarray, residual: np.ndarray, packed: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One-bit quantise ``matrix + residual`` per column, updating ``residual`` in place.
 
-    Args: matrix, residual float32 [R, C].
+    Args: matrix, residual float32 [R, C]; packed: optional uint8 [ceil(R*C/8)] to write the
+    bits into (e.g. a slice of the outgoing message).
     Returns: (packed bits uint8 [ceil(R*C/8)], positive values float32 [C], negative values
     float32 [C]); ``residual`` then holds what quantisation lost.
     """
-    residual += matrix
-    packed = np.zeros((matrix.size + 7) // 8, np.uint8)
+    if packed is None:
+        packed = np.empty((matrix.size + 7) // 8, np.uint8)
     pos = np.empty(matrix.shape[1], np.float32)
     neg = np.empty(matrix.shape[1], np.float32)
-    _quantize(residual, packed, pos, neg)
+    _quantize(matrix, residual, packed, pos, neg)
     return packed, pos, neg
 
 
@@ -145,25 +148,31 @@ class OneBitAggregator:
             return
         message = np.concatenate(parts)
         gathered = self.comm.allgather(message) if self.comm.size > 1 else message[None]
+        n = len(gathered)
         for m, off, nb, C in layout:
-            total = np.zeros(m.shape, np.float32)
-            for msg in gathered:
+            # decoded straight into the gradient: the first rank assigns, the last one scales
+            out = m if m.dtype == np.float32 and m.flags.c_contiguous else \
+                np.empty(m.shape, np.float32)
+            for k, msg in enumerate(gathered):
                 _accumulate(msg[off:off + nb], msg[off + nb:off + nb + 4 * C].view(np.float32),
-                            msg[off + nb + 4 * C:off + nb + 8 * C].view(np.float32), total)
-            if self.comm.size > 1:
-                total *= np.float32(1.0 / self.comm.size)
-            m[...] = total
+                            msg[off + nb + 4 * C:off + nb + 8 * C].view(np.float32), out,
+                            k == 0, np.float32(1.0 / n if k == n - 1 else 1.0))
+            if out is not m:
+                m[...] = out
         self.bytes_per_step = self.comm.bytes_sent - before
 
 
 @numba.njit(cache=True)
-def _accumulate(packed, pos, neg, out):
-    """out float32 [R, C] += the reconstruction of packed bits (np.packbits order) per column."""
+def _accumulate(packed, pos, neg, out, first, scale):
+    """out float32 [R, C] = (out, or 0 if ``first``, + the reconstruction of packed bits in
+    np.packbits order per column) * scale."""
     R, C = out.shape
+    if first:
+        out[:] = 0  # (a plain store of the selected value does not vectorise; this does)
     for r in range(R):
         for c in range(C):
             i = r * C + c
             if (packed[i >> 3] >> (7 - (i & 7))) & 1:
-                out[r, c] += pos[c]
+                out[r, c] = (out[r, c] + pos[c]) * scale
             else:
-                out[r, c] += neg[c]
+                out[r, c] = (out[r, c] + neg[c]) * scale

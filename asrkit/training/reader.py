@@ -209,8 +209,14 @@ class Reader:
         else:
             self.utts = list(self.all_utts)
         if self.dim is None:
-            first = self._read(self.utts[0]) if self.utts else self._read(self.all_utts[0])
-            self.dim = int(first.shape[1])
+            # the first readable utterance, this rank's shard first: a rank whose shard is
+            # empty, or whose features all fail to load, still knows the dimension
+            for utt in self.utts + self.all_utts:
+                if self._read(utt) is not None and self.dim is not None:
+                    break
+            else:
+                raise ReaderError(f"{self.data_dir}/feats.scp: no utterance's features can be "
+                                  "read (see the messages above)")
 
     # -- problems -------------------------------------------------------------------------
     def _skip(self, utt: str, reason: str) -> None:

@@ -209,15 +209,17 @@ class Trainer:
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self, reader: Reader | None = None) -> dict:
-        """CV loss per frame and greedy-CTC token error rate over ``reader`` (all ranks)."""
+        """CV loss per frame and greedy-CTC token error rate over ``reader`` (all ranks).
+
+        Returns ``{loss, cv_error, frames}`` summed over every rank's shard. Every rank runs
+        exactly one collective here (the final sum), whatever its shard holds (nothing, or only
+        utterances that fail to load), so the ranks cannot fall out of step.
+        """
         reader = reader or self.cv_reader
-        plan = reader.plan(0)
-        n = np.array([len(plan)], np.float64)
-        self.comm.allreduce_(n, op="max")
         sums = np.zeros(4, np.float64)  # loss, frames, token errors, reference tokens
-        for i in range(int(n[0])):
-            batch = reader.load(plan[i], 0, i) if i < len(plan) else None
-            if batch is None or batch.size == 0:
+        for i, utts in enumerate(reader.plan(0)):
+            batch = reader.load(utts, 0, i)
+            if batch.size == 0:
                 continue
             costs, errs = evaluate([self.costs, self.errors], self._feeds(batch),
                                    device=self.config.train.device)
@@ -345,6 +347,12 @@ class Trainer:
         global steps (leaving the run resumable) or when newbob's rate falls below ``min_lr``.
         """
         tc = self.config.train
+        if self.comm.size > 1:
+            # the launcher names a dead rank by its pid ("BAD TERMINATION ... PID 1234"), and
+            # kills the others with SIGKILL: this line says which rank that was
+            pids = self.comm.allgather(np.array([os.getpid()], np.int64))[:, 0]
+            self._log(f"{self.comm.size} ranks ({self.config.distributed.mode}); pids: "
+                      + ", ".join(f"rank {r} = {p}" for r, p in enumerate(pids)))
         if resume:
             path = latest_checkpoint(self.out_dir) if self.comm.is_main else None
             path = self.comm.bcast(path)
@@ -396,7 +404,7 @@ class Trainer:
         tc = self.config.train
         plan = self.reader.plan(self.epoch)
         n = np.array([len(plan)], np.float64)
-        self.comm.allreduce_(n, op="max")  # every rank takes the same number of steps
+        self.comm.allreduce_([n], op="max")  # every rank takes the same number of steps
         n_steps = int(n[0])
         bar = progress(total=n_steps, desc=f"epoch {self.epoch + 1}", unit="mb",
                        disable=None if self.comm.is_main else True)

@@ -3,6 +3,7 @@
 #
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--dev-speakers N]
 #                         [--test-speakers N] [--utts-per-speaker N] [--epochs N] [--jobs N]
+#                         [--mpi N] [--resume]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 data      synthesise the corpus with eSpeak NG (train/test split by voice)
@@ -12,6 +13,10 @@
 #   4 graph     TLG for a digit loop and for the 3-gram LM (asrkit graph build)
 #   5 decode    Viterbi beam search over both graphs (asrkit decode), scored (asrkit score)
 #   6 final     exp/final/: a self-contained model directory for asrkit transcribe; report.html
+#
+# --mpi N trains (stage 3) data-parallel on N ranks: mpiexec -n N asrkit train ... (one thread
+# per rank unless OMP/OPENBLAS/NUMBA_NUM_THREADS are set); --resume continues stage 3 from the
+# last checkpoint in exp/blstm after an interrupted run (e.g. --stage 3 --resume).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -23,6 +28,8 @@ test_speakers=40
 utts_per_speaker=20
 epochs=15
 jobs=2
+mpi=1
+resume=
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,7 +41,9 @@ while [ $# -gt 0 ]; do
     --utts-per-speaker) utts_per_speaker=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --mpi) mpi=$2; shift 2 ;;
+    --resume) resume=--resume; shift ;;
+    -h|--help) sed -n '2,19p' "$(basename "$0")"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -66,7 +75,19 @@ stage_lang() {
 }
 
 stage_train() {
-  log asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs"
+  local launch=()
+  if [ "$mpi" -gt 1 ]; then
+    # the mpich wheel installs mpiexec next to asrkit; else the system's (or Slurm's srun)
+    local mpiexec
+    mpiexec=$(dirname "$(command -v asrkit)")/mpiexec
+    [ -x "$mpiexec" ] || mpiexec=$(command -v mpiexec) \
+      || { echo "run.sh: --mpi $mpi needs mpiexec (pip install mpich)" >&2; return 1; }
+    launch=(env OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+            OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
+            NUMBA_NUM_THREADS="${NUMBA_NUM_THREADS:-1}" "$mpiexec" -n "$mpi")
+  fi
+  log "${launch[@]}" asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs" \
+    $resume
 }
 
 stage_graph() {

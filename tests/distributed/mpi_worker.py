@@ -32,6 +32,9 @@ def main(out_path, mode):
         g = rank_grads(comm.rank, 0)
         comm.allreduce_(g, op="mean")
         result["allreduce"] = [x.tolist() for x in g]
+        n = np.array([float(comm.rank + 1)])
+        comm.allreduce_(n, op="max")  # a bare array is one array (it once reduced nothing)
+        result["bare_max"] = n.tolist()
         agg = OneBitAggregator(comm, min_size=10)
         steps = []
         for step in range(3):

@@ -72,3 +72,12 @@ def test_without_a_launcher_the_communicator_is_local(monkeypatch):
         monkeypatch.delenv(v, raising=False)
     comm = get_communicator()
     assert isinstance(comm, LocalCommunicator) and comm.size == 1 and comm.is_main
+
+
+def test_allreduce_rejects_what_it_cannot_reduce_in_place():
+    comm = LocalCommunicator()
+    comm.allreduce_(np.zeros(3), op="max")  # one bare array is a list of one
+    with pytest.raises(TypeError, match="list of numpy arrays"):
+        comm.allreduce_(list(np.zeros(2)), op="max")  # numpy scalars: nothing to write back
+    with pytest.raises(ValueError, match="unknown reduction"):
+        comm.allreduce_([np.zeros(2)], op="prod")

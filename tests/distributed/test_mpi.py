@@ -40,6 +40,7 @@ def test_two_ranks_match_single_process(tmp_path):
     g0, g1 = _rank_grads(0, 0), _rank_grads(1, 0)
     for got, a, b in zip(res["allreduce"], g0, g1):
         np.testing.assert_allclose(got, (a + b) / 2, rtol=1e-6)
+    assert res["bare_max"] == [2.0]
     # 1-bit: each rank quantises with its own residual; the result is the mean of the
     # reconstructions, and small tensors (7 values < min_size 10) are exact means
     residuals = {k: np.zeros((40, 30), np.float32) for k in (0, 1)}

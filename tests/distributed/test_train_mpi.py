@@ -1,5 +1,6 @@
 """Data-parallel training under ``mpiexec -n 2`` against one rank on the same global minibatches."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -8,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+from asrkit.distributed import shard_by_duration
+from asrkit.io import DataDir
 from asrkit.models import load
 from asrkit.training import Reader, Trainer, load_train_config
 from tests.training.datadirs import synthetic_dir
@@ -127,3 +130,49 @@ def test_a_failing_rank_aborts_the_training_job_with_a_message(corpus, tmp_path)
     assert r.returncode != 0
     assert "rank 0 of 2 failed; aborting all ranks" in r.stderr
     assert "not_a_dir" in r.stderr
+
+
+def _cv_dir(root, empty_rank1):
+    """A CV set where most utterances are bad: 6 with unknown tokens (dropped by every rank's
+    reader), and either only one usable utterance (rank 1's shard is empty) or four whose
+    features rank 1 cannot read (its shard is all bad, found only when loading)."""
+    bad_text = {f"s0-bad{i}": "xyz" for i in range(6)}
+    cv, _ = synthetic_dir(str(root / "cv"), num_utts=1 if empty_rank1 else 4, seed=1,
+                          extra_text=bad_text)
+    if not empty_rank1:
+        frames = {u: float(n) for u, n in DataDir.read(cv).utt2num_frames().items()
+                  if u in DataDir.read(cv).text() and not u.startswith("s0-bad")}
+        rank1 = set(shard_by_duration(frames, 1, 2))
+        scp = (root / "cv" / "feats.scp").read_text().splitlines()
+        (root / "cv" / "feats.scp").write_text("".join(
+            (f"{line.split()[0]} {root}/missing.ark:9" if line.split()[0] in rank1 else line)
+            + "\n" for line in scp))
+    return cv
+
+
+@pytest.mark.parametrize("empty_rank1", [True, False], ids=["empty_shard", "all_bad_shard"])
+def test_uneven_shards_and_a_mostly_bad_cv_set_keep_the_ranks_in_step(tmp_path, empty_rank1):
+    """The old failure: ``allreduce_(n, op="max")`` on a bare array reduced nothing, so ranks
+    whose shards cut into different numbers of minibatches ran different collectives
+    ("Message truncated; 8 bytes received but buffer size is 16" in evaluate())."""
+    data, tokens = synthetic_dir(str(tmp_path / "train"), num_utts=5)  # shards of 2 and 3 mbs
+    cv = _cv_dir(tmp_path, empty_rank1)
+    conf = tmp_path / "c.toml"
+    conf.write_text(CONFIG.format(data=data, tokens=tokens, mode="1bit")
+                    .replace("minibatch_frames = 240", "minibatch_frames = 60")
+                    .replace("[learner]", f'cv_data_dir = "{cv}"\n[learner]'))
+    cfg = load_train_config(conf)
+    plans = [len(Reader(cfg.reader, rank=k, size=2, minibatch_frames=30,
+                        log=lambda m: None).plan(0)) for k in range(2)]
+    assert plans[0] != plans[1]  # the ranks' shards cut into different numbers of minibatches
+    r = _train(conf, tmp_path / "out", 2, "--json")
+    cv_records = [json.loads(line) for line in (tmp_path / "out" / "train_log.jsonl")
+                  .read_text().splitlines() if '"cv"' in line]
+    assert len(cv_records) == 2 and all(np.isfinite(c["loss"]) for c in cv_records)
+    # the CV figures are those of the utterances rank 0 holds, as one rank computes them
+    result = json.loads(r.stdout)
+    one = Trainer(load_train_config(conf, out_dir=str(tmp_path / "one")),
+                  model=load(os.path.join(tmp_path / "out", "final.mdl")), log=lambda m: None)
+    expect = one.evaluate()
+    assert result["cv_loss"] == pytest.approx(expect["loss"], rel=1e-5)
+    assert result["cv_error"] == pytest.approx(expect["cv_error"], rel=1e-5)
