@@ -43,7 +43,9 @@ def write_checkpoint(out_dir: str, step: int, header: dict, arrays: dict[str, np
                      keep: int = 3) -> str:
     """Write ``ckpt-<step>.npz`` then point ``last`` at it; keep the newest ``keep`` files.
 
-    Returns the checkpoint's path.
+    Also removes the hidden temporary files (``.ckpt-*.tmp``, ``.last.*.tmp``) that a writer
+    killed mid-write leaves behind: only rank 0 writes, one checkpoint at a time, so none of
+    them can belong to a write still in progress. Returns the checkpoint's path.
     """
     folder = checkpoint_dir(out_dir)
     os.makedirs(folder, exist_ok=True)
@@ -55,6 +57,12 @@ def write_checkpoint(out_dir: str, step: int, header: dict, arrays: dict[str, np
         for old in sorted(glob.glob(os.path.join(folder, "ckpt-*.npz")))[:-keep]:
             if os.path.basename(old) != name:
                 os.unlink(old)
+    for stale in glob.glob(os.path.join(folder, ".ckpt-*.tmp")) + \
+            glob.glob(os.path.join(folder, ".last.*.tmp")):
+        try:
+            os.unlink(stale)
+        except FileNotFoundError:
+            pass
     return path
 
 
