@@ -69,13 +69,20 @@ class DecodingGraph:
 
 @dataclasses.dataclass
 class UtteranceResult:
-    """One decoded utterance."""
+    """One decoded utterance.
+
+    ``nbest`` holds (words, total cost) best first; ``nbest_costs`` the same entries' cost split
+    as (acoustic cost, graph cost), Kaldi's lattice weight pair: the acoustic cost is already
+    scaled by ``DecodeOptions.acoustic_scale``, the graph cost holds the graph's weights (LM,
+    lexicon, final weight) plus the word insertion penalty, and the two add up to the total.
+    """
 
     words: list[str]
     timings: list[WordTiming]
     nbest: list[tuple[list[str], float]]
     cost: float
     reached_final: bool
+    nbest_costs: list[tuple[float, float]] = dataclasses.field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -86,7 +93,7 @@ class UtteranceResult:
 def decode_utterance(graph: DecodingGraph, log_probs: np.ndarray,
                      opts: DecodeOptions | None = None) -> UtteranceResult:
     """Decode ``log_probs`` float32 [T, C] (network log-softmax outputs) with ``graph``."""
-    from asrkit.decoders.lattice import nbest as lattice_nbest
+    from asrkit.decoders.lattice import nbest_split
 
     opts = opts or DecodeOptions()
     want_lattice = opts.nbest > 1
@@ -97,13 +104,18 @@ def decode_utterance(graph: DecodingGraph, log_probs: np.ndarray,
                          ilabel_offset=graph.ilabel_offset,
                          lattice_beam=opts.lattice_beam if want_lattice else None)
     words = [graph.words.get(w, f"<{w}>") for w in res.words]
+    best_split = (res.acoustic_cost, res.graph_cost)
     nbest: list[tuple[list[str], float]] = [(words, res.cost)]
+    costs = [best_split]
     if want_lattice and res.lattice_links is not None and len(res.lattice_links):
-        found = lattice_nbest(res, opts.nbest)
+        found = nbest_split(res, opts.nbest)
         if found:
-            nbest = [([graph.words.get(w, f"<{w}>") for w in ws], c) for ws, c in found]
-            if nbest[0][0] != words:  # ties: keep the search's own best first
-                nbest.insert(0, (words, res.cost))
+            nbest = [([graph.words.get(w, f"<{w}>") for w in e.words], e.cost) for e in found]
+            costs = [(e.ac_cost, e.graph_cost) for e in found]
+            if nbest[0][0] != words:  # ties: keep the search's own best first, once
+                keep = [i for i, (ws, _) in enumerate(nbest) if ws != words]
+                nbest = [(words, res.cost)] + [nbest[i] for i in keep]
+                costs = [best_split] + [costs[i] for i in keep]
     conf = nbest_confidences(nbest) if len(nbest) > 1 else [1.0] * len(words)
     timings = word_timings(words, res.word_frames, opts.frame_shift, conf)
-    return UtteranceResult(words, timings, nbest, res.cost, res.reached_final)
+    return UtteranceResult(words, timings, nbest, res.cost, res.reached_final, costs)

@@ -149,7 +149,8 @@ class DecodeResult:
         words: output labels of the best path (word ids, epsilons removed).
         word_frames: int32 [n, 2]: first and last frame of each word's tokens on the best path.
         cost: total cost of the best path (graph + acoustic, -ln), final weight included.
-        graph_cost, acoustic_cost: its two parts.
+        graph_cost, acoustic_cost: its two parts (graph weights plus word insertion penalties;
+            acoustic cost already multiplied by ``acoustic_scale``, as are the links' ac_cost).
         reached_final: False when no final state survived (the best partial path is returned).
         lattice_links: structured array of the pruned raw lattice's links (fields src_tok,
             dst_tok, ilabel, olabel, graph_cost, ac_cost), token 0 = start; lattice_final: dict

@@ -6,9 +6,13 @@ Scores come either from an acoustic model run on a data directory with features
 log-probabilities `[frames, tokens]` (`--logprobs ark:FILE` or `scp:FILE`).
 
 Writes into OUT: hyp.txt (Kaldi text), ctm (utt 1 start dur word conf), nbest.txt
-(`utt-N cost word ...`), and, when DATA_DIR has a `text` file, wer.txt (sclite-style report)
-and score.json. An utterance that fails (missing features, no surviving path) is reported,
-counted and skipped.
+(`utt-N ac_cost graph_cost word ...`, the convention of Kaldi's `nbest-to-linear` that
+`asrkit nnlm rescore` reads), and, when DATA_DIR has a `text` file, wer.txt (sclite-style
+report) and score.json. In nbest.txt, costs are -ln p; ac_cost is already multiplied by
+--acoustic-scale (Kaldi keeps it unscaled) and graph_cost holds the graph's weights (LM,
+lexicon) plus the word insertion penalty, so ac_cost + graph_cost is the path's search cost and
+`asrkit nnlm rescore --acoustic-scale 1` ranks as the decoder did. An utterance that fails
+(missing features, no surviving path) is reported, counted and skipped.
 
 Examples:
   asrkit decode --graph exp/graph_tg --model exp/blstm/final.mdl data/fbank/test --out exp/dec
@@ -100,8 +104,9 @@ def run(args) -> int:
         hyps[utt] = res.text
         ctm += [f"{utt} 1 {t.start:.3f} {t.duration:.3f} {t.word} {t.confidence:.4f}"
                 for t in res.timings]
-        nbest_lines += [f"{utt}-{i + 1} {cost:.4f} {' '.join(words)}".rstrip()
-                        for i, (words, cost) in enumerate(res.nbest)]
+        nbest_lines += [f"{utt}-{i + 1} {ac:.4f} {g:.4f} {' '.join(words)}".rstrip()
+                        for i, ((words, _), (ac, g)) in
+                        enumerate(zip(res.nbest, res.nbest_costs))]
     elapsed = time.perf_counter() - t0
     if not hyps:
         raise CommandError(f"no utterance could be decoded ({len(failed)} failed)")

@@ -47,6 +47,7 @@ def run(args) -> int:
 
     from asrkit.config.acoustic_net import ConfigError
     from asrkit.distributed import abort_on_error, get_communicator
+    from asrkit.kernels import DeviceUnavailableError
     from asrkit.models import ArchiveError
     from asrkit.training import (
         ReaderError,
@@ -62,7 +63,8 @@ def run(args) -> int:
     if args.tokens:
         overrides.append(f"reader.tokens={_toml_str(args.tokens)}")
     comm = get_communicator()
-    expected = (ConfigError, ReaderError, TokenError, TrainingError, ArchiveError, OSError)
+    expected = (ConfigError, ReaderError, TokenError, TrainingError, ArchiveError, OSError,
+                DeviceUnavailableError)
     try:
         with abort_on_error(comm):
             cfg = load_train_config(args.config, overrides, data_dir=args.data,

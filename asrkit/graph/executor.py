@@ -99,6 +99,28 @@ def bind_feed(node: Input, value, dtype=None):
     return a, lengths
 
 
+def _is_device_array(a) -> bool:
+    """numba.cuda device arrays (and the simulator's, which only have ``copy_to_host``)."""
+    return not isinstance(a, np.ndarray) and hasattr(a, "copy_to_host")
+
+
+def _device_feed(node: Input, value, backend):
+    """A device array fed to a non-sequence input (no lengths, no cast): checked, passed on."""
+    label = f"input '{node.name}'" if node.name else f"input {format_shape(node.shape)}"
+    if backend.name == "cpu":
+        raise GraphError(f"{label}: got a device array on the 'cpu' backend; pass a numpy array")
+    if node.is_sequence:
+        raise GraphError(f"{label}: a device array can only feed a non-sequence input (a "
+                         "sequence needs lengths); pass a numpy array or (array, lengths)")
+    if value.ndim != len(node.shape) or any(d is not None and d != s for d, s in
+                                            zip(node.shape, value.shape)):
+        raise GraphError(f"{label}: expected an array of shape {format_shape(node.shape)}, "
+                         f"got {list(value.shape)}")
+    if node.dtype.kind != "f" and np.dtype(value.dtype) != node.dtype:
+        raise GraphError(f"{label}: expected {node.dtype}, got {value.dtype}")
+    return value
+
+
 class Executor:
     """Runs one plan on one device."""
 
@@ -134,7 +156,12 @@ class Executor:
         params = params or {}
         for n in plan.order:
             if isinstance(n, Input):
-                a, L = bind_feed(n, _lookup_feed(n, feeds), dtype)
+                value = _lookup_feed(n, feeds)
+                if _is_device_array(value):  # a device path feeding a subgraph (recurrence)
+                    values[n] = _device_feed(n, value, be)
+                    shapes[n] = tuple(value.shape)
+                    continue
+                a, L = bind_feed(n, value, dtype)
                 values[n] = be.to_device(a)
                 if L is not None:
                     lengths[n] = L
@@ -237,6 +264,8 @@ class Executor:
                 g = be.ones(shapes[n], values[n].dtype if n in values else np.float32)
                 if n in lengths:
                     g = be.zero_padding(g, lengths[n])
+            elif _is_device_array(root_grad):
+                g = root_grad
             else:
                 g = be.to_device(np.asarray(root_grad, dtype=np.result_type(values[n])
                                             if n in values else None))

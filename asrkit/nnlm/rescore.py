@@ -45,7 +45,7 @@ class Hypothesis:
     """One n-best entry; the rescoring fields are None until :func:`rescore_nbest` fills them."""
 
     words: list[str]
-    ac_cost: float               # acoustic cost (-ln p, unscaled)
+    ac_cost: float               # acoustic cost (-ln p; asrkit decode writes it times its acoustic scale)
     lm_cost: float               # graph/LM cost from the decoder
     rank: int = 0                # position in the input list (0 = decoder's best)
     old_lm_cost: float | None = None

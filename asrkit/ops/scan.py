@@ -7,7 +7,8 @@ at their own lengths (the state of an ended sequence is kept; its outputs are ze
 pass runs backpropagation through time: per frame, in reverse, it re-runs the step forward and
 backward (storing only the states, as the mirror planner does) and sums the gradients of the
 parameters the step uses. Fused kernels (``lstm``) remain the fast path for LSTMs; this op is for
-any other cell (GRU, RNN-T prediction networks, custom cells).
+any other cell (GRU, RNN-T prediction networks, custom cells). On the cuda backend the same loop
+runs on device arrays (:mod:`asrkit.ops.cuda_impls_recurrence`).
 """
 
 from __future__ import annotations

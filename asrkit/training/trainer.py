@@ -17,6 +17,14 @@ Only rank 0 writes the log (``OUT/train_log.jsonl``: one JSON record per line wi
 and models. Resuming restores parameters, learner slots, schedule, 1-bit residuals, block
 momentum, counters and the reader position; everything random is seeded by the step, so a
 resumed single-rank CPU run is bit-identical to an uninterrupted one.
+
+With ``[train] device = "cuda"`` on one rank (``allreduce`` mode) the parameters and the learner's
+slots live on the GPU for the whole run (``asrkit.training.device_optim``): the graph reads the
+device parameters, the gradients stay on the device, and clipping and the update run as fused
+kernels; only the loss and one 16-byte reduction come back per step. ``pull_parameters`` brings
+them to the host, which checkpoints, host-side CV and the final model do; a checkpoint holds host
+arrays as on the CPU, and loading one uploads it. Several ranks, 1-bit SGD and BMUF exchange
+gradients or models through the host, so there the update stays on the host.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ import numpy as np
 from asrkit import ops
 from asrkit.config.acoustic_net import output_lengths
 from asrkit.distributed import BlockMomentum, Communicator, OneBitAggregator, get_communicator
-from asrkit.graph import evaluate, forward_backward, input_variable
+from asrkit.graph import Executor, evaluate, forward_backward, get_plan, input_variable
 from asrkit.models import Model, save
 from asrkit.training.checkpoint import (
     flatten,
@@ -43,6 +51,7 @@ from asrkit.training.checkpoint import (
     write_checkpoint,
 )
 from asrkit.training.config import TrainConfig
+from asrkit.training.device_optim import DeviceOptimizer
 from asrkit.training.optim import Optimizer, Schedule, clip_gradients
 from asrkit.training.reader import Batch, Reader
 from asrkit.training.tokens import TokenTable
@@ -127,6 +136,9 @@ class Trainer:
             self.bmuf = BlockMomentum(self.comm, self.params, dist.block_size,
                                       None if dist.block_momentum < 0 else dist.block_momentum,
                                       dist.block_lr)
+        self.device_optimizer = None
+        if config.train.device == "cuda" and N == 1 and dist.mode == "allreduce":
+            self.device_optimizer = DeviceOptimizer(self.optimizer, self.params)
         self.step = 0
         self.epoch = 0
         self.batch_index = 0
@@ -156,19 +168,58 @@ class Trainer:
         return {self.model.feats: (batch.feats, batch.lengths),
                 self.labels: (np.ascontiguousarray(batch.targets.T), batch.target_lengths)}
 
-    def _local_gradients(self, batch: Batch) -> tuple[float, list[np.ndarray]]:
+    def _graph_params(self) -> dict | None:
+        """``{Parameter: device array}`` when the parameters live on the device, else None."""
+        dev = self.device_optimizer
+        return None if dev is None else dict(zip(self.param_nodes, dev.params))
+
+    def pull_parameters(self) -> list[np.ndarray]:
+        """Copy the device parameters and learner slots into the host arrays (``params``, the
+        model's Parameter values, the Optimizer's slots); returns ``params``. A no-op when the
+        update runs on the host."""
+        if self.device_optimizer is not None:
+            self.device_optimizer.download(self.params)
+        return self.params
+
+    def _local_gradients(self, batch: Batch) -> tuple[float, list]:
+        """The loss and the summed gradients of this rank's ``batch``: host arrays, or device
+        arrays when the update runs on the device (``batch`` must then be non-empty)."""
         if batch.size == 0:
             return 0.0, [np.zeros_like(p) for p in self.params]
         seed = _seed(self.config.train.seed, self.step, self.comm.rank)
-        values, grads = forward_backward(self.loss, self.param_nodes, self._feeds(batch),
-                                         train=True, seed=seed, device=self.config.train.device)
-        return float(np.asarray(values[0])), [grads[p] for p in self.param_nodes]
+        device = self.config.train.device
+        if self.device_optimizer is None:
+            values, grads = forward_backward(self.loss, self.param_nodes, self._feeds(batch),
+                                             train=True, seed=seed, device=device)
+            return float(np.asarray(values[0])), [grads[p] for p in self.param_nodes]
+        # forward_backward would bring the gradients to the host: run the plan directly
+        ex = Executor(get_plan([self.loss], wrt=self.param_nodes, root=self.loss), device)
+        res = ex.run(self._feeds(batch), train=True, seed=seed, params=self._graph_params())
+        loss = float(np.asarray(ex.backend.to_host(res.outputs[0])))
+        return loss, [res.grads[p] for p in self.param_nodes]
+
+    def _device_step(self, batch: Batch, lr: float) -> dict:
+        """``train_step`` on one rank with the update on the device."""
+        loss, grads = self._local_gradients(batch) if batch.size else (0.0, [])
+        ok = bool(np.isfinite(loss))
+        applied = False
+        if ok and batch.frames > 0:
+            ok = applied = self.device_optimizer.step(grads, lr, batch.frames, 1.0 / batch.frames)
+        if not ok:
+            self.skipped_steps += 1
+            self._log(f"step {self.step}: non-finite loss or gradient; the minibatch is skipped "
+                      f"({self.skipped_steps} so far)")
+        self.bytes_sent = 0
+        return {"loss": loss if ok else 0.0, "frames": int(batch.frames), "applied": applied,
+                "lr": lr}
 
     def train_step(self, batch: Batch) -> dict:
         """Run one step on this rank's ``batch``; returns ``{loss, frames, applied, lr}`` with
         the loss summed over ranks."""
         self.step += 1
         lr = self.schedule.lr(self.step, self.epoch)
+        if self.device_optimizer is not None:
+            return self._device_step(batch, lr)
         loss, grads = self._local_gradients(batch)
         grads = [np.ascontiguousarray(g, np.float32) for g in grads]
         finite = np.isfinite(loss) and all(np.isfinite(g).all() for g in grads)
@@ -222,7 +273,7 @@ class Trainer:
             if batch.size == 0:
                 continue
             costs, errs = evaluate([self.costs, self.errors], self._feeds(batch),
-                                   device=self.config.train.device)
+                                   device=self.config.train.device, params=self._graph_params())
             costs, errs = (np.asarray(getattr(v, "data", v), np.float64) for v in (costs, errs))
             sums += [costs[np.isfinite(costs)].sum(), batch.frames, errs.sum(),
                      batch.target_lengths.sum()]
@@ -236,6 +287,7 @@ class Trainer:
 
     def save_checkpoint(self) -> str | None:
         """Write a checkpoint of the current state (rank 0 writes; every rank takes part)."""
+        self.pull_parameters()
         arrays = {f"param/{k}": p.value for k, p in self.model.params.items()}
         opt = self.optimizer.state_dict()
         # with bmuf every rank's local learner has its own slots; otherwise they are identical
@@ -310,6 +362,8 @@ class Trainer:
         if header["ranks"] != self.comm.size and header["batch_index"]:
             self._log(f"{path}: written by {header['ranks']} ranks, resuming on "
                       f"{self.comm.size}: the rest of this epoch reads other minibatches")
+        if self.device_optimizer is not None:
+            self.device_optimizer.upload(self.params)
         self.step = int(header["step"])
         self.epoch = int(header["epoch"])
         self.batch_index = int(header["batch_index"])
@@ -390,6 +444,7 @@ class Trainer:
                 self._log(f"stopping after step {self.step} (max_steps)")
                 stopped = True
                 break
+        self.pull_parameters()  # the returned model (and final.mdl) hold the trained values
         if self.comm.is_main and not stopped:
             m = self.model
             final = Model(m.network, m.input_dim, m.tokens, m.blank, reader=m.reader,

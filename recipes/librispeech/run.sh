@@ -20,7 +20,8 @@
 #   6 graph     TLG with the 3-gram (asrkit graph build)
 #   7 decode    CV and test sets (asrkit decode), scored (asrkit score)
 #   8 rescore   n-best rescoring with a bigger LM (SLR11's 4-gram when downloaded, or
-#               --rescore-lm): local/nbest_costs.py + asrkit nnlm rescore, scored; skipped if none
+#               --rescore-lm): asrkit nnlm rescore on the decoder's n-best lists, whose
+#               acoustic and graph costs are kept apart, scored; skipped if none
 #   9 final     exp/final/: a self-contained model directory for asrkit transcribe; report.html
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -174,8 +175,8 @@ stage_rescore() {
     dec=exp/blstm_bpe/decode_${d}_tg
     out=exp/blstm_bpe/decode_${d}_fg
     mkdir -p "$out"
-    log "$python" local/nbest_costs.py "$(lm_3gram)" "$dec/nbest.txt" "$out/nbest_tg.txt"
-    log asrkit nnlm rescore --nbest "$out/nbest_tg.txt" --lm "$rescore_lm" --nn-weight 1 \
+    # nbest.txt lines are 'utt-N ac_cost graph_cost words': the 4-gram replaces the graph cost
+    log asrkit nnlm rescore --nbest "$dec/nbest.txt" --lm "$rescore_lm" --nn-weight 1 \
       --output "$out/nbest.txt" --best-text "$out/hyp.txt"
     log asrkit score --report "$out/wer_details.txt" "data/$d/text" "$out/hyp.txt"
   done

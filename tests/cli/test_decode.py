@@ -64,3 +64,33 @@ def test_decode_logprobs_with_word_loop_and_lm(tmp_path, rng):
         assert 0.0 < float(ctm[0].split()[5]) <= 1.0
         assert (out / "nbest.txt").read_text().startswith("u1-1 ")
         assert "%WER 0.00" in (out / "wer.txt").read_text()
+        _check_nbest_split(out / "nbest.txt", tmp_path / name, utts, tmp_path / "G.arpa",
+                           with_lm=name == "lm")
+
+
+def _check_nbest_split(path, graph_dir, utts, arpa, with_lm):
+    """nbest.txt lines are 'utt-N ac_cost graph_cost words' (what asrkit nnlm rescore reads):
+    ac + graph is the decoder's total cost, and with an LM graph the graph cost is the LM's."""
+    import math
+
+    import pytest
+
+    from asrkit.decoders.decode import DecodeOptions, DecodingGraph, decode_utterance
+    from asrkit.io import read_table
+    from asrkit.lm import NgramLM
+    from asrkit.nnlm import read_nbest
+
+    nbest = read_nbest(path)
+    assert set(nbest) == set(utts)
+    graph = DecodingGraph.load(str(graph_dir))
+    lm = NgramLM.load(str(arpa))
+    logp = {u: m for u, m in read_table(f"ark:{path.parent.parent / 'logp.ark'}")}
+    for utt, hyps in nbest.items():
+        res = decode_utterance(graph, logp[utt], DecodeOptions())
+        assert [h.words for h in hyps] == [w for w, _ in res.nbest]
+        for h, (_, total) in zip(hyps, res.nbest):
+            assert h.ac_cost + h.lm_cost == pytest.approx(total, abs=2e-4)
+            assert h.ac_cost > 0
+            if with_lm:  # no pronunciation probabilities: the graph cost is G's, -ln P(words)
+                assert h.lm_cost == pytest.approx(-math.log(10) * lm.score(" ".join(h.words)),
+                                                  abs=1e-3)

@@ -1,7 +1,7 @@
 """The same graphs on the cuda backend (numba's simulator without a GPU) and on the cpu.
 
 Every op of the catalogue has a device path and must run without touching the host fallback
-(no RuntimeWarning), except those in HOST_OK. Gradients are checked for the parameters and for
+(no RuntimeWarning). Gradients are checked for the parameters and for
 the float inputs, so every backward runs too."""
 
 import warnings
@@ -14,9 +14,6 @@ from asrkit.graph import Sequence, forward_backward
 from asrkit.graph.backends import cuda as cuda_backend
 from asrkit.graph.node import Input
 from tests.graph._cases import CASES
-
-# recurrence runs a per-step subgraph (a Python-level scan): no fused device path yet
-HOST_OK = {"recurrence", "recurrence[go_backwards]"}
 
 
 def _wrt(node, feeds):
@@ -35,12 +32,10 @@ def test_case_matches_cpu_on_cuda_backend(name):
     wrt = _wrt(node, feeds)
     train = opts.get("train", False)
     results = []
-    strict = name not in HOST_OK
     for device in ("cpu", "cuda"):
         cuda_backend._warned.clear()  # fallback warnings are issued once per process
         with warnings.catch_warnings():
-            warnings.simplefilter("error" if strict and device == "cuda" else "ignore",
-                                  RuntimeWarning)
+            warnings.simplefilter("error" if device == "cuda" else "ignore", RuntimeWarning)
             results.append(forward_backward(node, wrt, feeds, train=train, device=device,
                                             seed=3))
     (vc, gc), (vd, gd) = results

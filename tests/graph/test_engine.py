@@ -177,6 +177,79 @@ def test_blstm_ctc_graph_runs_on_device_kernels_and_matches_cpu(rng):
         np.testing.assert_allclose(dev[p], g, rtol=1e-4, atol=1e-6, err_msg=p.name)
 
 
+@pytest.mark.cuda
+def test_gru_ctc_graph_runs_recurrence_on_the_device_and_matches_cpu(rng):
+    import warnings
+
+    from asrkit.layers import GRU, Dense, Sequential
+
+    x = input_variable(3)
+    y = input_variable((), dtype=np.int32, dynamic_axes=("labels", "batch"))
+    model = Sequential([GRU(2, bidirectional=True), Dense(4)])  # both scan directions
+    loss = O.sum_all(O.ctc_loss(model(x), y))
+    feeds = {x: (rng.standard_normal((4, 2, 3)).astype(np.float32), [4, 2]),
+             y: (np.array([[1, 2], [3, 0]], np.int32), [2, 1])}
+    wrt = [*model.parameters, x]
+    cpu_loss, cpu = value_and_grad(loss, wrt=wrt, inputs=feeds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # recurrence must not fall back to the host
+        dev_loss, dev = value_and_grad(loss, wrt=wrt, inputs=feeds, device="cuda")
+    np.testing.assert_allclose(dev_loss, cpu_loss, rtol=1e-5)
+    for p, g in cpu.items():
+        np.testing.assert_allclose(dev[p], g, rtol=1e-4, atol=1e-6, err_msg=p.name)
+
+
+@pytest.mark.cuda
+def test_recurrence_on_the_device_copies_nothing_back_per_frame(rng, monkeypatch):
+    import warnings
+
+    from numba import cuda
+
+    x = input_variable(2)
+    U = parameter((2, 2), init=rng.standard_normal((2, 2)))
+    loss = O.sum_all(O.recurrence(lambda h, xt: O.tanh(xt + h @ U), x, 0.0, state_shape=2))
+    device_array = type(cuda.to_device(np.zeros(1)))
+    copy_to_host = device_array.copy_to_host
+    counts = []
+    for T in (2, 6):
+        calls = [0]
+
+        def counted(self, *a, _calls=calls, **k):
+            _calls[0] += 1
+            return copy_to_host(self, *a, **k)
+
+        monkeypatch.setattr(device_array, "copy_to_host", counted)
+        data = rng.standard_normal((T, 3, 2)).astype(np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no host fallback either
+            dev = grad(loss, wrt=[U, x], inputs={x: (data, [T, 1, 0])}, device="cuda")
+        monkeypatch.setattr(device_array, "copy_to_host", copy_to_host)
+        cpu = grad(loss, wrt=[U, x], inputs={x: (data, [T, 1, 0])})
+        for k in (U, x):
+            np.testing.assert_allclose(dev[k], cpu[k], rtol=1e-5, atol=1e-6)
+        counts.append(calls[0])
+    assert 0 < counts[0] == counts[1]  # the host copies do not grow with the number of frames
+
+
+@pytest.mark.cuda
+def test_device_array_feeds_only_reach_non_sequence_inputs_on_cuda():
+    from numba import cuda
+
+    from asrkit.graph.executor import Executor, get_plan
+
+    h = input_variable(2, dynamic_axes=("batch",), name="h")
+    s = input_variable(2, name="s")
+    ones = cuda.to_device(np.ones((3, 2), np.float32))
+    out = Executor(get_plan([O.tanh(h)]), "cuda").run({h: ones}).outputs[0]
+    np.testing.assert_allclose(out.copy_to_host(), np.tanh(np.ones((3, 2))), rtol=1e-6)
+    with pytest.raises(GraphError, match="input 'h'.*shape"):
+        Executor(get_plan([O.tanh(h)]), "cuda").run({h: cuda.to_device(np.ones(3))})
+    with pytest.raises(GraphError, match="input 's'.*non-sequence"):
+        Executor(get_plan([O.tanh(s)]), "cuda").run({s: ones})
+    with pytest.raises(GraphError, match="input 'h'.*'cpu' backend"):
+        Executor(get_plan([O.tanh(h)]), "cpu").run({h: ones})
+
+
 def test_summary_and_find_by_name():
     from asrkit.graph import find_by_name, summary
     from asrkit.layers import Dense

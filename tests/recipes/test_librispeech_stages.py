@@ -179,31 +179,38 @@ def test_prep_features_bpe_lm_and_graph_stages(tmp_path):
     assert set(lexicon) <= words
 
 
-def test_nbest_costs_split_for_4gram_rescoring(tmp_path):
+def test_rescore_stage_reranks_the_decoders_nbest_with_a_4gram(tmp_path):
+    """Stage 8 feeds asrkit decode's nbest.txt ('utt-N ac_cost graph_cost words') straight to
+    asrkit nnlm rescore: the 4-gram replaces the graph cost, the acoustic cost is kept."""
     from asrkit.lm import train
 
-    nbc = _load("nbest_costs")
     sentences = ["THE OLD MAN SAID NOTHING", "HIS MOTHER CAME HOME", "THE MAN CAME",
                  "THE OLD MOTHER SAID NOTHING", "HIS OLD MAN CAME HOME"]
-    lm3 = train(sentences, order=3, discount="witten-bell")  # KN needs more data
-    lm3.write_arpa(str(tmp_path / "g3.arpa"))
-    train(sentences * 2, order=4, discount="witten-bell").write_arpa(str(tmp_path / "g4.arpa"))
-    nbest = tmp_path / "nbest.txt"
-    nbest.write_text("u1-1 12.5 THE OLD MAN SAID NOTHING\nu1-2 13.0 THE OLD MOTHER SAID NOTHING\n"
-                     "u2-1 9.0 HIS MOTHER CAME\n")
-    assert nbc.main([str(tmp_path / "g3.arpa"), str(nbest), str(tmp_path / "split.txt")]) == 0
-    for line, total in zip((tmp_path / "split.txt").read_text().splitlines(), (12.5, 13.0, 9.0)):
-        utt, ac, lm, *words = line.split()
-        assert float(lm) == pytest.approx(-np.log(10) * lm3.score(" ".join(words)), abs=1e-3)
-        assert float(ac) + float(lm) == pytest.approx(total, abs=1e-3)
-    # the split lists are what asrkit nnlm rescore reads
-    r = subprocess.run([os.path.join(BIN, "asrkit"), "nnlm", "rescore", "--nbest",
-                        str(tmp_path / "split.txt"), "--lm", str(tmp_path / "g4.arpa"),
-                        "--nn-weight", "1", "--best-text", str(tmp_path / "best.txt")],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    assert _table(tmp_path / "best.txt") == {"u1": "THE OLD MAN SAID NOTHING",
-                                            "u2": "HIS MOTHER CAME"}
-    nbest.write_text("u1-1 twelve THE\n")
-    with pytest.raises(ValueError, match=r"nbest.txt:1: cost 'twelve'"):
-        nbc.split_costs(open(nbest), lm3, where=str(nbest))
+    g4 = train(sentences * 2, order=4, discount="witten-bell")  # KN needs more data
+    g4.write_arpa(str(tmp_path / "g4.arpa"))
+    rec = tmp_path / "librispeech"
+    shutil.copytree(RECIPE, rec, ignore=shutil.ignore_patterns("data", "exp", "download"))
+    shutil.copytree(os.path.join(RECIPE, "..", "utils"), tmp_path / "utils")
+    assert not (rec / "local" / "nbest_costs.py").exists()  # no approximate split any more
+    # u1: the decoder's best (graph cost from the 3-gram) loses to the 4-gram's favourite
+    h1, h2 = "THE OLD MAN CAME HOME", "HIS OLD MAN CAME HOME"
+    c1, c2 = (-np.log(10) * g4.score(s) for s in (h1, h2))
+    assert c1 > c2 + 1.0
+    ac2 = 20.0 + (c1 - c2) - 0.5  # h2 wins by 0.5 once the 4-gram replaces the graph costs
+    dec = rec / "exp/blstm_bpe/decode_dev_clean_tg"
+    dec.mkdir(parents=True)
+    (dec / "nbest.txt").write_text(f"u1-1 20.0 3.0 {h1}\nu1-2 {ac2:.4f} 9.0 {h2}\n"
+                                   "u2-1 9.0 4.0 HIS MOTHER CAME\nu2-2 9.5 4.5 HIS MOTHER\n")
+    (rec / "data/dev_clean").mkdir(parents=True)
+    (rec / "data/dev_clean/text").write_text(f"u1 {h2}\nu2 HIS MOTHER CAME\n")
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"])
+    r = subprocess.run(["bash", str(rec / "run.sh"), "--stage", "8", "--stop-stage", "8",
+                        "--test-sets", "", "--rescore-lm", str(tmp_path / "g4.arpa")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = rec / "exp/blstm_bpe/decode_dev_clean_fg"
+    assert _table(out / "hyp.txt") == {"u1": h2, "u2": "HIS MOTHER CAME"}
+    ranked = (out / "nbest.txt").read_text().splitlines()
+    assert ranked[0].split()[:2] == ["u1-1", f"{ac2:.4f}"]  # acoustic cost kept as decoded
+    assert float(ranked[0].split()[2]) == pytest.approx(c2, abs=1e-3)
+    assert "WER 0.00" in (out / "wer_details.txt").read_text()

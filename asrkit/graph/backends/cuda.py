@@ -1,8 +1,8 @@
 """The cuda backend: values are numba device arrays; ops run on the GPU.
 
 Every op of the catalogue has a CUDA forward/backward in ``Primitive.impls`` (registered by
-``asrkit.ops.cuda_impls``, ``cuda_impls_shape`` and ``cuda_impls_math`` when this backend is
-first made), except ``recurrence`` (a per-step Python scan). An op without one, or whose impl
+``asrkit.ops.cuda_impls``, ``cuda_impls_shape``, ``cuda_impls_math`` and
+``cuda_impls_recurrence`` when this backend is first made). An op without one, or whose impl
 returns ``NotImplemented`` for the shapes given, falls back to its numpy forward through the host,
 with a RuntimeWarning naming the op once per process, so a graph always runs and the slow path
 is visible. Gradient bookkeeping (masking, accumulation, reductions to broadcast shapes) runs on
@@ -21,7 +21,8 @@ from asrkit.graph.sequence import zero_padding
 from asrkit.kernels._device import is_cuda_array, require_cuda
 
 _warned: set = set()
-_IMPL_MODULES = ("asrkit.ops.cuda_impls_shape", "asrkit.ops.cuda_impls_math")
+_IMPL_MODULES = ("asrkit.ops.cuda_impls_shape", "asrkit.ops.cuda_impls_math",
+                 "asrkit.ops.cuda_impls_recurrence")
 
 
 def _on_device(a) -> bool:
