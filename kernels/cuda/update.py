@@ -65,6 +65,22 @@ def _check(name: str, p, *others) -> None:
 
 # ---- the global norm -------------------------------------------------------------------------
 
+@cuda.jit(device=True)
+def _block_sum2(ss, sb, tid, acc, bad):
+    """Tree-sum each thread's ``acc`` and ``bad`` over the block into ``ss[0]`` and ``sb[0]``
+    (shared float64 [RED_THREADS]); every thread of the block must call it."""
+    ss[tid] = acc
+    sb[tid] = bad
+    cuda.syncthreads()
+    s = RED_THREADS // 2
+    while s > 0:
+        if tid < s:
+            ss[tid] += ss[tid + s]
+            sb[tid] += sb[tid + s]
+        cuda.syncthreads()
+        s //= 2
+
+
 @cuda.jit
 def _sumsq_partial(g, gscale, clip, out, row0):
     ss = cuda.shared.array(RED_THREADS, float64)
@@ -84,16 +100,7 @@ def _sumsq_partial(g, gscale, clip, out, row0):
         else:
             bad += 1.0
         i += stride
-    ss[tid] = acc
-    sb[tid] = bad
-    cuda.syncthreads()
-    s = RED_THREADS // 2
-    while s > 0:
-        if tid < s:
-            ss[tid] += ss[tid + s]
-            sb[tid] += sb[tid + s]
-        cuda.syncthreads()
-        s //= 2
+    _block_sum2(ss, sb, tid, acc, bad)
     if tid == 0:
         out[row0 + cuda.blockIdx.x, 0] = ss[0]
         out[row0 + cuda.blockIdx.x, 1] = sb[0]
@@ -111,16 +118,7 @@ def _sum_rows(partial, out):
         acc += partial[r, 0]
         bad += partial[r, 1]
         r += RED_THREADS
-    ss[tid] = acc
-    sb[tid] = bad
-    cuda.syncthreads()
-    s = RED_THREADS // 2
-    while s > 0:
-        if tid < s:
-            ss[tid] += ss[tid + s]
-            sb[tid] += sb[tid + s]
-        cuda.syncthreads()
-        s //= 2
+    _block_sum2(ss, sb, tid, acc, bad)
     if tid == 0:
         out[0] = ss[0]
         out[1] = sb[0]
