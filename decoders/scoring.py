@@ -198,6 +198,27 @@ def score_texts(ref: dict[str, str], hyp: dict[str, str], unit: str = "word",
                        totals[INS], sent_err, missing, alignments)
 
 
+def split_report(report: ScoreReport, groups: dict[str, str]) -> dict[str, ScoreReport]:
+    """Per-group totals (e.g. per speaker, from ``utt2spk``) of a scored set: group ->
+    ``ScoreReport`` over its utterances; utterances missing from ``groups`` form group ``"-"``."""
+    members: dict[str, list[str]] = {}
+    for utt in report.alignments:
+        members.setdefault(groups.get(utt, "-"), []).append(utt)
+    missing = set(report.missing_hyps)
+    out = {}
+    for group, utts in sorted(members.items()):
+        totals = dict.fromkeys((CORRECT, SUB, INS, DEL), 0)
+        for utt in utts:
+            for op in report.alignments[utt].ops:
+                totals[op] += 1
+        out[group] = ScoreReport(
+            report.unit, len(utts), sum(report.alignments[u].num_ref for u in utts),
+            totals[CORRECT], totals[SUB], totals[DEL], totals[INS],
+            sum(report.alignments[u].errors > 0 for u in utts),
+            [u for u in utts if u in missing], {u: report.alignments[u] for u in utts})
+    return out
+
+
 def read_text_table(path: str) -> dict[str, str]:
     """Read a Kaldi ``text`` file (``utt-id transcript``) into a dict; errors name file:line."""
     table: dict[str, str] = {}

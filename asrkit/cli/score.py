@@ -7,6 +7,7 @@ Examples:
   asrkit score data/test/text exp/decode/hyp.txt
   asrkit score --cer --worst 10 ref.txt hyp.txt
   asrkit score --json ref.txt hyp.txt
+  asrkit score --utt2spk data/test/utt2spk --summary-only data/test/text hyp.txt
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--summary-only", action="store_true", help="print only the totals")
     parser.add_argument("--report", default=None, help="also write the full report to FILE")
     parser.add_argument("--json", action="store_true", help="print totals and counts as JSON")
+    parser.add_argument("--utt2spk", default=None,
+                        help="also score each speaker (or any grouping: utt group per line)")
 
 
 def run(args) -> int:
     """Score and print; exit 0 on success, 2 on unreadable or inconsistent input."""
     from asrkit.cli.main import CommandError
-    from asrkit.decoders.scoring import read_text_table, score_texts
+    from asrkit.decoders.scoring import read_text_table, score_texts, split_report
     from asrkit.utils import atomic_write_text
 
     try:
@@ -42,14 +45,20 @@ def run(args) -> int:
         hyp = read_text_table(args.hyp)
         rep = score_texts(ref, hyp, unit="char" if args.cer else "word",
                           keep_spaces=args.keep_spaces)
+        groups = read_text_table(args.utt2spk) if args.utt2spk else None
     except (OSError, ValueError) as e:
         raise CommandError(str(e)) from e
+    per_group = split_report(rep, groups) if groups is not None else {}
     if args.report:
         atomic_write_text(args.report, rep.report() + "\n")
     if args.json:
-        print(json.dumps(rep.as_dict(), indent=2))
-    elif args.summary_only:
-        print(rep.summary_line())
-    else:
-        print(rep.report(worst=args.worst))
+        d = rep.as_dict()
+        if groups is not None:
+            d["groups"] = {g: {k: v for k, v in r.as_dict().items() if k != "utterances"}
+                           for g, r in per_group.items()}
+        print(json.dumps(d, indent=2))
+        return 0
+    print(rep.summary_line() if args.summary_only else rep.report(worst=args.worst))
+    for g, r in per_group.items():
+        print(f"{g}: {r.summary_line()}")
     return 0

@@ -8,7 +8,7 @@ import jiwer
 import numpy as np
 import pytest
 
-from asrkit.decoders.scoring import align, score_texts, tokenize
+from asrkit.decoders.scoring import align, score_texts, split_report, tokenize
 
 VOCAB = ["one", "two", "three", "four", "oh", "five"]
 
@@ -76,3 +76,27 @@ def test_score_command(tmp_path):
     r = subprocess.run(cmd + [str(tmp_path / "dup"), str(tmp_path / "hyp")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "dup:2: duplicate utterance id 'u1'" in r.stderr
+
+
+def test_per_speaker_scores_match_jiwer_on_each_speaker(rng, tmp_path):
+    refs = {f"s{i % 3}-u{i}": _random_sentence(rng) or "one" for i in range(60)}
+    hyps = {u: _random_sentence(rng) for u in refs}
+    hyps.pop("s1-u4")                           # a missing hypothesis: all deletions
+    groups = {u: u.split("-")[0] for u in refs}
+    parts = split_report(score_texts(refs, hyps), groups)
+    assert sorted(parts) == ["s0", "s1", "s2"]
+    for spk, rep in parts.items():
+        utts = sorted(u for u in refs if groups[u] == spk)
+        expected = jiwer.wer([refs[u] for u in utts], [hyps.get(u, "") for u in utts])
+        assert rep.error_rate == pytest.approx(100 * expected)
+        assert rep.num_sentences == len(utts)
+    assert parts["s1"].missing_hyps == ["s1-u4"]
+    (tmp_path / "ref").write_text("".join(f"{u} {t}\n" for u, t in refs.items()))
+    (tmp_path / "hyp").write_text("".join(f"{u} {t}\n" for u, t in hyps.items()))
+    (tmp_path / "utt2spk").write_text("".join(f"{u} {g}\n" for u, g in groups.items()))
+    r = subprocess.run([sys.executable, "-m", "asrkit", "score", "--json", "--utt2spk",
+                        str(tmp_path / "utt2spk"), str(tmp_path / "ref"), str(tmp_path / "hyp")],
+                       capture_output=True, text=True, check=True)
+    d = json.loads(r.stdout)
+    assert {g: round(v["error_rate"], 6) for g, v in d["groups"].items()} == \
+        {g: round(rep.error_rate, 6) for g, rep in parts.items()}
