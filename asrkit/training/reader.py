@@ -27,7 +27,7 @@ import numpy as np
 
 from asrkit.distributed import shard_by_duration
 from asrkit.io import DataDir, read_rxfilename
-from asrkit.training.tokens import TokenError, TokenTable
+from asrkit.io.tokens import TokenError, TokenTable
 
 
 class ReaderError(ValueError):
@@ -44,7 +44,7 @@ class ReaderConfig:
     #                                    (e.g. "scp:ali.scp" from ali-to-pdf), one per output
     #                                    frame; replaces the transcripts
     cv_data_dir: str = ""              # held-out data dir for the per-epoch CV (optional)
-    unit: str = "char"                 # char | word | piece (see asrkit.training.tokens)
+    unit: str = "char"                 # char | word | piece (see asrkit.io.tokens)
     minibatch_frames: int = 4000       # padded frames per minibatch (global, over all ranks)
     max_utts: int = 0                  # at most this many utterances per minibatch (0: no limit)
     bucket_pool: int = 1000            # utterances sorted by length together

@@ -139,7 +139,7 @@ def make_graph(tokens_path, lexicon_path, lm=None, word_loop=None, grammar_path=
     from asrkit.decoders.graph.grammar import arpa_to_fst, word_loop_fst
     from asrkit.decoders.graph.jsgf import read_grammar
     from asrkit.decoders.graph.lexicon import add_disambig, lexicon_fst, read_lexicon, word_symbols
-    from asrkit.decoders.graph.tokens import read_tokens
+    from asrkit.decoders.graph.tokens import graph_symbols, read_tokens
 
     sources = [x is not None and x is not False for x in (lm, word_loop, grammar_path)]
     if sum(sources) != 1:
@@ -182,7 +182,7 @@ def make_graph(tokens_path, lexicon_path, lm=None, word_loop=None, grammar_path=
         info["grammar"] = "word-loop"
     timings["G"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    token_symbols = toks.graph_symbols(ndis + 1)
+    token_symbols = graph_symbols(toks, ndis + 1)
     L = lexicon_fst(lexicon, toks, words, ndis, sil_token=sil_token, sil_prob=sil_prob)
     timings["L"] = time.perf_counter() - t0
     graph = build_graph(toks, L, G, words, token_symbols, info, max_states=max_states)
