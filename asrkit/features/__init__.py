@@ -22,6 +22,8 @@ _EXPORTS = {
     "speaker_cmvn_stats": "asrkit.features.cmvn",
     "global_cmvn_stats": "asrkit.features.cmvn",
     "utterance_cmvn_batch": "asrkit.features.cmvn",
+    "normalize": "asrkit.features.cmvn",
+    "NORMALIZE_MODES": "asrkit.features.cmvn",
     "add_deltas": "asrkit.features.deltas",
     "add_deltas_batch": "asrkit.features.deltas",
     # augmentation and perturbation (seeded)

@@ -50,13 +50,22 @@ class ReaderConfig:
     bucket_pool: int = 1000            # utterances sorted by length together
     shuffle: bool = True               # shuffle utterances and minibatches every epoch
     seed: int = 0                      # shuffling and augmentation seed
-    cmvn: str = "speaker"              # speaker (cmvn.scp; none if absent) | utterance | none
+    cmvn: str = "speaker"              # speaker (cmvn.scp; none if absent) | utterance |
+    #                                    sliding | none (asrkit.features.normalize)
     norm_vars: bool = False            # CMVN also normalises variances
+    cmn_window: int = 600              # sliding: window in frames (apply-cmvn-sliding's)
+    min_cmn_window: int = 100          # sliding: shortest window at the start (not centred)
+    cmn_center: bool = False           # sliding: window centred on the frame, else trailing
     max_frames: int = 0                # skip utterances longer than this (0: keep all)
     stack_frames: int = 1              # low frame rate: stack this many frames ...
     subsample_frames: int = 1          # ... every this many (done by the network's first op)
     spec_augment: dict = dataclasses.field(default_factory=dict)  # asrkit.features.spec_augment
     #                                    options; empty: no augmentation
+
+    def normalization(self) -> dict:
+        """The feature normalisation settings (kept in model files and model folders)."""
+        return {"cmvn": self.cmvn, "norm_vars": self.norm_vars, "cmn_window": self.cmn_window,
+                "min_cmn_window": self.min_cmn_window, "cmn_center": self.cmn_center}
 
 
 @dataclasses.dataclass
@@ -256,19 +265,19 @@ class Reader:
         return m
 
     def _normalise(self, utt: str, m: np.ndarray) -> np.ndarray:
-        from asrkit.features import apply_cmvn, cmvn_stats
+        from asrkit.features import normalize
 
-        mode = self.config.cmvn
-        if mode == "utterance":
-            return apply_cmvn(m, cmvn_stats(m), norm_vars=self.config.norm_vars)
-        if mode == "speaker":
+        norm = self.config.normalization()
+        stats = None
+        if norm["cmvn"] == "speaker":
             spk = self.utt2spk.get(utt)
             if spk not in self.cmvn_scp:
                 return m
             if spk not in self._cmvn_cache:
                 self._cmvn_cache[spk] = np.asarray(read_rxfilename(self.cmvn_scp[spk]))
-            return apply_cmvn(m, self._cmvn_cache[spk], norm_vars=self.config.norm_vars)
-        return m
+            stats = self._cmvn_cache[spk]
+        return normalize(m, norm["cmvn"], norm["norm_vars"], stats, norm["cmn_window"],
+                         norm["min_cmn_window"], norm["cmn_center"])
 
     # -- planning -------------------------------------------------------------------------
     def plan(self, epoch: int) -> list[list[str]]:
@@ -357,8 +366,14 @@ def reader_config_from_dict(section: dict, where: str, error=ValueError) -> Read
     cfg = ReaderConfig(**kwargs)
     if cfg.unit not in ("char", "word", "piece"):
         raise error(f"{where}.unit: expected char, word or piece, got {cfg.unit!r}")
-    if cfg.cmvn not in ("speaker", "utterance", "none"):
-        raise error(f"{where}.cmvn: expected speaker, utterance or none, got {cfg.cmvn!r}")
+    from asrkit.features.cmvn import NormalizeOptionError, check_normalize_options
+
+    try:
+        check_normalize_options(cfg.cmvn, cfg.cmn_window, cfg.min_cmn_window, cfg.cmn_center)
+    except NormalizeOptionError as e:
+        key = {"mode": "cmvn", "min_window": "min_cmn_window", "center": "cmn_center"}.get(
+            e.option, e.option)
+        raise error(f"{where}.{key}: {e.reason}") from None
     if cfg.minibatch_frames < 1:
         raise error(f"{where}.minibatch_frames: must be >= 1, got {cfg.minibatch_frames}")
     if cfg.spec_augment:

@@ -99,7 +99,7 @@ class Trainer:
         blank = config.criterion.blank if config.criterion.blank >= 0 else reader.tokens.blank
         if model is None:
             model = Model(config.network, reader.dim, reader.tokens.symbols, blank,
-                          reader={"cmvn": rc.cmvn, "norm_vars": rc.norm_vars, "unit": rc.unit})
+                          reader={**rc.normalization(), "unit": rc.unit})
         if model.input_dim != reader.dim:
             raise TrainingError(f"the model takes {model.input_dim}-dim features; "
                                 f"{reader.data_dir} has {reader.dim}")
