@@ -14,6 +14,8 @@ _EXPORTS = {
     "ctc_loss": "asrkit.kernels.ctc",
     "ctc_align": "asrkit.kernels.ctc",
     "ctc_segments": "asrkit.kernels.ctc",
+    "rnnt_loss": "asrkit.kernels.rnnt",
+    "rnnt_joiner_loss": "asrkit.kernels.rnnt",
     "lstm_forward": "asrkit.kernels.lstm",
     "lstm_backward": "asrkit.kernels.lstm",
     "blstm_forward": "asrkit.kernels.lstm",
