@@ -38,6 +38,9 @@ _EXPORTS = {
     "make_noise": "asrkit.features.perturb",
     "synthetic_rir": "asrkit.features.perturb",
     "reverberate": "asrkit.features.perturb",
+    "tempo_perturb": "asrkit.features.perturb",
+    "pitch_shift": "asrkit.features.perturb",
+    "formant_shift": "asrkit.features.perturb",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
