@@ -41,6 +41,15 @@ _EXPORTS = {
     "tempo_perturb": "asrkit.features.perturb",
     "pitch_shift": "asrkit.features.perturb",
     "formant_shift": "asrkit.features.perturb",
+    # channel simulation: rooms, microphones, telephone lines, codecs, levels
+    "room_impulse_response": "asrkit.features.channel",
+    "biquad_coefficients": "asrkit.features.channel",
+    "biquad_filter": "asrkit.features.channel",
+    "random_mic_eq": "asrkit.features.channel",
+    "codec_roundtrip": "asrkit.features.channel",
+    "telephone_channel": "asrkit.features.channel",
+    "scale_to_level": "asrkit.features.channel",
+    "clip": "asrkit.features.channel",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
