@@ -39,18 +39,13 @@ def tone_model():
 
 
 def recording(words: list[str], rate: int = RATE, seed: int = 0, word_s: float = 0.3,
-              gap_s: float = 0.4, lead_s: float = 0.5, pauses: dict | None = None):
+              gap_s: float = 0.4, lead_s: float = 0.5):
     """float32 samples in [-1, 1] of ``words`` as tones (10 ms ramps) between quiet gaps, and
-    each word's true start in seconds. ``pauses``: {index: seconds} of extra quiet before a
-    word."""
+    each word's true start in seconds."""
     rng = np.random.default_rng(seed)
     pieces, starts, t = [np.zeros(int(lead_s * rate))], [], lead_s
     ramp = int(0.01 * rate)
-    for i, w in enumerate(words):
-        extra = (pauses or {}).get(i, 0.0)
-        if extra:
-            pieces.append(np.zeros(int(extra * rate)))
-            t += int(extra * rate) / rate
+    for w in words:
         n = int(word_s * rate)
         x = 0.3 * np.sin(2 * np.pi * TONES_HZ[w] * np.arange(n) / rate)
         env = np.ones(n)
