@@ -44,7 +44,9 @@ BLOCK_ROWS = 512  # joiner rows per block: z [512, V] stays in L2 for V up to ~5
 PRUNE = 1e-12     # nodes of lower occupancy are left out of the joiner's backward
 
 
-@njit(inline="always", fastmath={"reassoc", "contract"}, **_VEC)
+# not inlined: a caller's fastmath flags would apply to an inlined body, and without "reassoc"
+# the sum below stays a scalar chain (4x slower)
+@njit(fastmath={"reassoc", "contract"}, **_VEC)
 def _row_lse(x, acc):
     """log sum exp of a row x [V] (float32/float64), as float64; acc [16] of x's dtype."""
     m = np.float64(_row_max(x, acc))
