@@ -225,14 +225,31 @@ def add_noise(waveform, noise, snr_db: float, seed=None, rng=None) -> np.ndarray
 NOISE_KINDS = ("white", "pink", "brown", "blue", "violet", "babble")
 
 
+def _fast_length(n: int) -> int:
+    """The smallest 2^a 3^b 5^c >= n (pocketfft is several times slower on lengths with
+    large prime factors)."""
+    best = 1 << max(0, (n - 1).bit_length())
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35 << max(0, (-(-n // p35) - 1).bit_length())
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
 def _colored(num_samples: int, exponent: float, gen) -> np.ndarray:
-    """Gaussian noise whose power spectrum goes as ``f ** exponent`` (pink: -1, brown: -2)."""
-    spec = np.fft.rfft(gen.standard_normal(num_samples))
+    """Gaussian noise whose power spectrum goes as ``f ** exponent`` (pink: -1, brown: -2),
+    made at a fast FFT length and cut to ``num_samples``."""
+    size = _fast_length(num_samples)
+    spec = np.fft.rfft(gen.standard_normal(size))
     f = np.arange(len(spec), dtype=np.float64)
     f[0] = 1.0
     spec *= f ** (exponent / 2)
     spec[0] = 0.0  # no DC offset
-    return np.fft.irfft(spec, num_samples)
+    return np.fft.irfft(spec, size)[:num_samples]
 
 
 def _bandpass_noise(num_samples: int, sample_rate: int, centre: float, bandwidth: float,
