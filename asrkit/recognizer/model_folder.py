@@ -109,6 +109,12 @@ def read_manifest(folder: str) -> dict:
     decode = manifest.get("decode") or {}
     if not isinstance(decode, dict):
         raise ModelFolderError(f"{path}: decode: expected a table of search options")
+    from asrkit.recognizer.options import search_options
+
+    try:
+        search_options({}, decode, defaults_where=f"{path}: decode.")
+    except RecognizerError as e:
+        raise ModelFolderError(str(e)) from None
     return {**manifest, **normalization_settings(manifest, path), "decode": decode}
 
 

@@ -118,6 +118,8 @@ def test_transcribe_many_keeps_input_order(folder, rec, tmp_path):
         assert [r.text for r in out[:2] + out[3:]] == expected
     with pytest.raises(RecognizerError, match="broken.wav"):
         rec.transcribe_many(items, nj=1)
+    with pytest.raises(RecognizerError, match="nj: expected a positive number"):
+        rec.transcribe_many(items, nj=0)
     paths = [i for i in items if isinstance(i, str)]
     r = _asrkit("transcribe", "--model-dir", folder, "--nj", "2", *paths)
     assert r.returncode == 1
