@@ -4,10 +4,15 @@ Subpackages are imported on demand (``import asrkit.features``); importing ``asr
 cheap and pulls in nothing heavy, so that the layering of DESIGN.md holds at import time too.
 It does one thing first: on CPUs whose AVX-512 OpenBLAS does not detect, it points OpenBLAS at
 its AVX-512 kernels before numpy loads it (see :mod:`asrkit._blas`).
+
+``asrkit.Recognizer`` (DESIGN.md's way to use a trained model) is loaded on first use.
 """
 
 from asrkit._blas import choose_openblas_core
+from asrkit._lazy import lazy_exports
 
 choose_openblas_core()
+
+__getattr__, _ = lazy_exports(__name__, {"Recognizer": "asrkit.recognizer.recognizer"})
 
 __version__ = "0.1.0"

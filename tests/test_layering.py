@@ -1,7 +1,7 @@
 """The import layering of DESIGN.md, checked on the source.
 
-kernels <- graph/ops <- layers, losses, learners <- distributed, config, export <- cli, bench.
-features and io need no graph; lm needs nothing above kernels; decoders may use lm and kernels
+kernels <- graph/ops <- layers, losses, learners <- distributed, config, export <- recognizer
+(using a model) <- cli, bench. features and io need no graph; lm needs nothing above kernels; decoders may use lm and kernels
 (and features/io), never the graph. utils sits below everything.
 """
 
@@ -28,7 +28,8 @@ MODEL = GRAPH | {"asrkit.layers", "asrkit.losses", "asrkit.learners", "asrkit.fe
 UPPER = MODEL | {"asrkit.distributed", "asrkit.config", "asrkit.export", "asrkit.lm",
                  "asrkit.decoders", "asrkit.training", "asrkit.models",
                  "asrkit.nnlm"}
-EVERYTHING = UPPER | {"asrkit.cli", "asrkit.bench", "asrkit.report"}
+USING = UPPER | {"asrkit.recognizer"}
+EVERYTHING = USING | {"asrkit.cli", "asrkit.bench", "asrkit.report"}
 
 # component -> components it may import (a component may always import itself)
 ALLOWED = {
@@ -51,6 +52,7 @@ ALLOWED = {
     "asrkit.training": MODEL | {"asrkit.distributed", "asrkit.config", "asrkit.models"},
     "asrkit.models": MODEL | {"asrkit.config"},
     "asrkit.nnlm": MODEL | {"asrkit.lm"},
+    "asrkit.recognizer": USING,
     "asrkit.cli": EVERYTHING,
     "asrkit.bench": EVERYTHING,
     "asrkit.report": EVERYTHING,

@@ -9,9 +9,6 @@ matters is the ratio, since these shared machines are noisy.
 from __future__ import annotations
 
 import dataclasses
-import gc
-import statistics
-import time
 from collections.abc import Callable
 
 
@@ -24,6 +21,8 @@ class Case:
     reference: str
     reference_s: float | None
     extra: dict = dataclasses.field(default_factory=dict)
+    asrkit_spread: tuple[float, float] | None = None     # first and third quartiles, seconds
+    reference_spread: tuple[float, float] | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -44,25 +43,12 @@ def median_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1,
     """Median wall time in seconds of ``fn()`` over ``repeat`` runs after ``warmup`` runs.
 
     With ``min_time`` > 0, keeps running until that many seconds have been spent in total, so
-    that very short calls are timed often enough.
+    that very short calls are timed often enough. (In-process; to time each side of a
+    comparison in its own process, see ``asrkit.bench.sides``.)
     """
-    for _ in range(warmup):
-        fn()
-    times: list[float] = []
-    spent = 0.0
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        while len(times) < repeat or spent < min_time:
-            t0 = time.perf_counter()
-            fn()
-            dt = time.perf_counter() - t0
-            times.append(dt)
-            spent += dt
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return statistics.median(times)
+    from asrkit.bench.sides import time_runs
+
+    return time_runs(fn, repeat=repeat, warmup=warmup, min_time=min_time).median
 
 
 def format_cases(title: str, cases: list[Case]) -> str:
@@ -72,6 +58,9 @@ def format_cases(title: str, cases: list[Case]) -> str:
         ref = "-" if c.reference_s is None else f"{c.reference}: {c.reference_s * 1e3:.1f}ms"
         ratio = "-" if c.speedup is None else f"{c.speedup:.2f}x"
         lines.append(f"{c.name:40s} {c.asrkit_s * 1e3:8.1f}ms {ref:>22s} {ratio:>8s}")
+        for side, q in (("asrkit", c.asrkit_spread), (c.reference, c.reference_spread)):
+            if q is not None:
+                lines.append(f"    {side} spread (quartiles): {q[0] * 1e3:.1f}-{q[1] * 1e3:.1f}ms")
         for k, v in c.extra.items():
             lines.append(f"    {k}: {v}")
     lines.append("ratio = reference time / asrkit time (above 1: asrkit is faster)")

@@ -72,6 +72,7 @@ def run(args) -> list[Case]:
         arpa_to_fst,
         ctc_topology,
         disambig_ids,
+        graph_symbols,
         lexicon_fst,
         read_lexicon,
         read_tokens,
@@ -97,7 +98,7 @@ def run(args) -> list[Case]:
     LG = compose(L, G)
     DLG = determinize(LG)
     MLG = minimize(DLG)
-    tok_dis, word_dis = disambig_ids(toks.graph_symbols(nd + 1)), disambig_ids(words)
+    tok_dis, word_dis = disambig_ids(graph_symbols(toks, nd + 1)), disambig_ids(words)
     TLG = compose_tlg(T, MLG, tok_dis, word_dis)
     sizes = {"L": L.num_arcs, "G": G.num_arcs, "LG": LG.num_arcs, "det(LG)": DLG.num_arcs,
              "min(det(LG))": MLG.num_arcs, "TLG": TLG.num_arcs}

@@ -66,8 +66,8 @@ class _FixedReader:
     """The Trainer's reader protocol over one synthetic minibatch (the same every step)."""
 
     def __init__(self, a, rank):
+        from asrkit.io.tokens import TokenTable
         from asrkit.training.reader import Batch
-        from asrkit.training.tokens import TokenTable
 
         rng = np.random.default_rng(rank)
         T, B = a["frames"], a["batch"]

@@ -23,14 +23,12 @@ VM this was written on, torch with 2 threads ran 10-15x slower than with 1, so c
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 
 from asrkit.bench import Case, median_time
+from asrkit.bench.sides import run_side
 
 NAME = "train"
 HELP = "one BLSTM-CTC training step (time and peak memory) against torch on the CPU"
@@ -128,64 +126,13 @@ def torch_step(a, model=None):
     return step
 
 
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def measure_side(side: str, a: dict, repeat: int = 3) -> dict:
-    """Run in a fresh process: median step time, and the peak RSS growth (bytes) of one step
-    after the warm-up (see the module docstring)."""
-    import ctypes
-    import gc
-    import threading
-    import time
+    """Run in a fresh process (``asrkit.bench.sides.run_side``): the step's timing, and the
+    median peak RSS growth (bytes) of three steps after the warm-up (see the module docstring)."""
+    from asrkit.bench.sides import measure_step
 
     step = asrkit_step(a)[0] if side == "asrkit" else torch_step(a)
-    time_s = median_time(step, repeat=repeat)
-    peaks, traced = [], []
-    for _ in range(3):  # the median of three steps: glibc's arenas make single peaks vary
-        gc.collect()
-        try:
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
-        except OSError:
-            pass
-        base = _rss()
-        peak = [base]
-        done = threading.Event()
-
-        def sample(peak=peak, done=done):
-            while not done.is_set():
-                peak[0] = max(peak[0], _rss())
-                time.sleep(0.0002)
-
-        th = threading.Thread(target=sample, daemon=True)
-        th.start()
-        if side == "asrkit":
-            import tracemalloc
-
-            tracemalloc.start()
-            step()
-            traced.append(tracemalloc.get_traced_memory()[1])
-            tracemalloc.stop()
-        else:
-            step()
-        done.set()
-        th.join()
-        peaks.append(max(peak[0], _rss()) - base)
-    return {"time_s": time_s, "peak_bytes": float(np.median(peaks)),
-            "traced_bytes": float(np.median(traced)) if traced else None}
-
-
-def _side_in_subprocess(side: str, a: dict, repeat: int) -> dict:
-    code = ("import json, sys; from asrkit.bench.train import measure_side; "
-            "print(json.dumps(measure_side(sys.argv[1], json.loads(sys.argv[2]), "
-            "int(sys.argv[3]))))")
-    r = subprocess.run([sys.executable, "-c", code, side, json.dumps(a), str(repeat)],
-                       capture_output=True, text=True, timeout=3600)
-    if r.returncode != 0:
-        raise RuntimeError(f"measuring {side} failed: {r.stderr[-2000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return measure_step(step, repeat=repeat, trace_numpy=side == "asrkit")
 
 
 def run(args) -> list[Case]:
@@ -209,15 +156,17 @@ def run(args) -> list[Case]:
             extra["in_process_torch_ms"] = round(1e3 * median_time(theirs, repeat=args.repeat),
                                                  1)
     del ours, model
-    m_ours = _side_in_subprocess("asrkit", a, args.repeat)
+    m_ours = run_side(__name__, "asrkit", a, args.repeat)
     extra["asrkit_peak_MB"] = round(m_ours["peak_bytes"] / 2**20, 1)
     extra["asrkit_numpy_traced_peak_MB"] = round(m_ours["traced_bytes"] / 2**20, 1)
-    ref_s = None
+    ref_s = ref_q = None
     if torch is not None:
-        m_ref = _side_in_subprocess("torch", a, args.repeat)
-        ref_s = m_ref["time_s"]
+        m_ref = run_side(__name__, "torch", a, args.repeat)
+        ref_s, ref_q = m_ref["timing"]["median"], (m_ref["timing"]["q1"], m_ref["timing"]["q3"])
         extra["torch_peak_MB"] = round(m_ref["peak_bytes"] / 2**20, 1)
         extra["memory_ratio"] = round(m_ours["peak_bytes"] / max(m_ref["peak_bytes"], 1), 3)
     name = (f"{a['layers']}x BLSTM {a['hidden']} + CTC, T={a['frames']} B={a['batch']} "
             f"D={a['dim']}")
-    return [Case(name, m_ours["time_s"], ref_name, ref_s, extra)]
+    ours_t = m_ours["timing"]
+    return [Case(name, ours_t["median"], ref_name, ref_s, extra,
+                 asrkit_spread=(ours_t["q1"], ours_t["q3"]), reference_spread=ref_q)]

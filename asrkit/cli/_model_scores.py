@@ -1,8 +1,9 @@
 """Log-probabilities of an acoustic model over a data directory with features (for decode).
 
-Features are normalised as in training: CMVN from the model's recorded reader settings when the
-model file has them (``header["reader"]``: ``cmvn``, ``norm_vars``), else per-speaker stats from
-``cmvn.scp`` when the data dir has one (the default of ``asrkit train``). Utterances are batched by
+Features are normalised as in training (``asrkit.features.normalize``): the mode and options the
+model file recorded from its reader (``header["reader"]``: ``cmvn``, ``norm_vars``, and for
+``sliding`` the window), else per-speaker stats from ``cmvn.scp`` when the data dir has one (the
+default of ``asrkit train``). Utterances are batched by
 length so padding stays small.
 """
 
@@ -29,7 +30,7 @@ def feature_frame_shift(data_dir: str) -> float:
 def model_scores(model_path: str, data_dir: str):
     """Return (iterator of (utt, log_probs float32 [T', C], None), seconds per output frame)."""
     from asrkit.cli.main import CommandError
-    from asrkit.features import apply_cmvn, cmvn_stats
+    from asrkit.features import normalize
     from asrkit.io import DataDir, RandomAccessTable
     from asrkit.models import load
 
@@ -40,9 +41,14 @@ def model_scores(model_path: str, data_dir: str):
     d = DataDir.read(data_dir)
     if not d.has("feats.scp"):
         raise CommandError(f"{data_dir}: no feats.scp (run asrkit compute-features first)")
-    reader = model.header().get("reader", {}) or {}
-    norm_vars = bool(reader.get("norm_vars", False))
-    mode = reader.get("cmvn", "speaker")
+    from asrkit.recognizer.model_folder import normalization_settings
+
+    try:
+        norm = normalization_settings(model.header().get("reader", {}) or {},
+                                      f"{model_path}: reader")
+    except ValueError as e:
+        raise CommandError(str(e)) from e
+    mode = norm["cmvn"]
     cmvn = RandomAccessTable(f"scp:{os.path.join(data_dir, 'cmvn.scp')}") \
         if mode == "speaker" and d.has("cmvn.scp") else None
     utt2spk = d.utt2spk if cmvn is not None else {}
@@ -54,11 +60,11 @@ def model_scores(model_path: str, data_dir: str):
 
     def normalised(utt):
         m = np.asarray(feats[utt], np.float32)
-        if mode == "utterance":
-            return apply_cmvn(m, cmvn_stats(m), norm_vars=norm_vars)
-        if cmvn is not None:
-            return apply_cmvn(m, cmvn[utt2spk[utt]], norm_vars=norm_vars)
-        return m
+        if mode == "speaker" and cmvn is None:
+            return m
+        stats = cmvn[utt2spk[utt]] if mode == "speaker" else None
+        return normalize(m, mode, norm["norm_vars"], stats, norm["cmn_window"],
+                         norm["min_cmn_window"], norm["cmn_center"])
 
     def generate():
         batch: list[tuple[str, np.ndarray]] = []

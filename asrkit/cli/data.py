@@ -1,11 +1,13 @@
-"""Check, repair and subset Kaldi data directories (Kaldi's utils/validate_data_dir.sh,
-utils/fix_data_dir.sh, utils/subset_data_dir.sh and utils/split_data.sh).
+"""Check, repair, subset and combine Kaldi data directories (Kaldi's
+utils/validate_data_dir.sh, utils/fix_data_dir.sh, utils/subset_data_dir.sh,
+utils/split_data.sh and utils/combine_data.sh).
 
     asrkit data validate data/train [--no-text] [--no-wav] [--no-feats] [--json]
     asrkit data fix data/train
     asrkit data subset data/train --first 100 data/train_100
     asrkit data subset data/train --utt-list keep.txt data/train_keep
     asrkit data split data/train 4          # data/train/split4/{1..4}, by speaker
+    asrkit data combine data/train_all data/train_a data/train_b ...
 
 validate exits 1 when it finds errors and prints each as FILE:LINE: message.
 """
@@ -19,11 +21,11 @@ import sys
 from asrkit.cli.main import CommandError
 
 COMMAND = "data"
-HELP = "validate, fix, subset or split a Kaldi data directory"
+HELP = "validate, fix, subset, split or combine Kaldi data directories"
 
 
 def add_arguments(parser) -> None:
-    """Add the ``validate``, ``fix``, ``subset`` and ``split`` subcommands to ``parser``."""
+    """Add the ``validate``, ``fix``, ``subset``, ``split`` and ``combine`` subcommands."""
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     p = sub.add_parser("validate", help="check a data directory (validate_data_dir.sh)")
@@ -62,6 +64,10 @@ def add_arguments(parser) -> None:
     p.add_argument("num_parts", type=int, metavar="N")
     p.add_argument("--per-utt", action="store_true",
                    help="split by utterance (default: keep each speaker in one part)")
+
+    p = sub.add_parser("combine", help="the union of data directories (combine_data.sh)")
+    p.add_argument("dest", metavar="DEST")
+    p.add_argument("srcs", nargs="+", metavar="SRC")
 
 
 def _read(path: str):
@@ -226,7 +232,70 @@ def split_by_weight(items: list, weights: list[int], n: int) -> list[list]:
     return groups
 
 
+def combine_data_dirs(dirs: list) -> tuple:
+    """The union of ``DataDir``s, as Kaldi's ``utils/combine_data.sh``: ``(DataDir,
+    warnings)``.
+
+    A file present in every source is combined; one present in some only is left out (with a
+    warning), except ``segments``: sources without it get whole-recording segments
+    (``utt utt 0 -1``). spk2utt is rebuilt. An utterance in two sources, or a speaker or
+    recording key with two different values (``cmvn.scp``, ``wav.scp``, ``spk2gender``), is a
+    ``DataDirError`` naming both places.
+    """
+    from asrkit.io import DataDir, DataDirError
+
+    warnings = []
+    names = set().union(*(d.tables for d in dirs)) - {"spk2utt"}
+    with_segments = [d for d in dirs if d.has("segments")]
+    out = DataDir(None)
+    for name in sorted(names, key=lambda n: (n != "utt2spk", n)):  # duplicates: utt2spk first
+        having = [d for d in dirs if d.has(name)]
+        if name == "segments" and with_segments:
+            having = dirs
+        elif len(having) < len(dirs):
+            missing = [d.path for d in dirs if not d.has(name)]
+            warnings.append(f"{name}: not in {', '.join(map(str, missing))}: left out")
+            continue
+        table: dict[str, str] = {}
+        seen: dict[str, object] = {}
+        for d in having:
+            if name == "segments" and not d.has("segments"):
+                part = {u: f"{u} 0 -1" for u in d.utt2spk}
+            else:
+                part = d.table(name)
+            for key, value in part.items():
+                if key in table and (name in ("utt2spk", "text", "segments", "utt2dur",
+                                              "utt2num_frames", "feats.scp", "utt2uniq",
+                                              "utt2lang", "vad.scp") or table[key] != value):
+                    raise DataDirError(f"{d.where(name, key)}: key {key!r} is also in "
+                                       f"{seen[key].where(name, key)}"
+                                       + ("" if table[key] == value else " with another value"))
+                table[key] = value
+                seen[key] = d
+        out.tables[name] = table
+    return out, warnings
+
+
+def _combine(args) -> int:
+    dest = os.path.abspath(args.dest)
+    if any(os.path.abspath(src) == dest for src in args.srcs):
+        raise CommandError("DEST must differ from every SRC")
+    from asrkit.io import DataDirError
+
+    dirs = [_read(src) for src in args.srcs]
+    try:
+        combined, warnings = combine_data_dirs(dirs)
+    except DataDirError as e:
+        raise CommandError(str(e)) from None
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    combined.write(args.dest)
+    print(f"{args.dest}: {len(combined.utt2spk)} utterances of {len(combined.speakers())} "
+          f"speakers from {len(dirs)} directories")
+    return 0
+
+
 def run(args) -> int:
     """Dispatch to the chosen action; returns its exit status."""
-    return {"validate": _validate, "fix": _fix, "subset": _subset, "split": _split}[args.action](
-        args)
+    return {"validate": _validate, "fix": _fix, "subset": _subset, "split": _split,
+            "combine": _combine}[args.action](args)

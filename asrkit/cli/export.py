@@ -43,26 +43,25 @@ def add_arguments(parser) -> None:
 def _load_model_folder(path: str):
     """The model, feature config, frame shift and manifest settings of a model folder.
 
-    Reads only what export needs (manifest, model, features), never the decoding graph.
+    Reads only what export needs (manifest, model, features), never the decoding graph; the
+    manifest is checked and confined to the folder as ``asrkit.recognizer`` does.
     """
-    from asrkit.cli._model_dir import MANIFEST
     from asrkit.io import load_feature_config
     from asrkit.models import load
+    from asrkit.recognizer.model_folder import FILES, checked_load, inside, read_manifest
 
-    mpath = os.path.join(path, MANIFEST)
-    if not os.path.exists(mpath):
-        raise FileNotFoundError(f"{mpath}: not a model folder (make one with asrkit package)")
-    with open(mpath, encoding="utf-8") as f:
-        try:
-            manifest = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{mpath}: line {e.lineno}: {e.msg}") from None
-    model = load(os.path.join(path, manifest.get("model") or "model.mdl"))
-    fconf = load_feature_config(os.path.join(path, manifest.get("features") or "features.toml"))
-    extra = {k: manifest[k] for k in ("cmvn", "norm_vars", "sample_rate")
-             if manifest.get(k) is not None}
-    shift = manifest.get("frame_shift")
-    return model, fconf, None if shift is None else float(shift), extra
+    manifest = read_manifest(path)
+    where = os.path.join(path, "manifest.json")
+
+    def file(key):
+        return inside(path, manifest.get(key) or FILES[key], f"{where}: {key}")
+
+    model = checked_load("model", file("model"), load)
+    fconf = checked_load("feature config", file("features"), load_feature_config)
+    keys = ("cmvn", "norm_vars", "sample_rate") + (
+        ("cmn_window", "min_cmn_window", "cmn_center") if manifest["cmvn"] == "sliding" else ())
+    extra = {k: manifest[k] for k in keys}
+    return model, fconf, float(manifest["frame_shift"]), extra
 
 
 def _load(args):

@@ -3,14 +3,23 @@
 Every module in ``asrkit.cli`` that defines ``COMMAND`` (its name on the command line), ``HELP``
 (one line), ``add_arguments(parser)`` and ``run(args) -> int`` is a subcommand; adding a file adds
 a command. Modules import their heavy dependencies inside ``run`` so ``asrkit --help`` is fast.
+
+Errors: a command raises :class:`CommandError` with a message naming the file, line, key or
+utterance at fault; it is printed as ``asrkit CMD: error: MESSAGE`` with exit status 2. Anything
+a command lets escape (a bug, MemoryError) meets the last line of defence in :func:`main`: the
+same one-line form and status 2, the traceback only with ``asrkit --debug`` (or
+``ASRKIT_DEBUG=1``); Ctrl-C prints one line and exits 130; a closed stdout pipe
+(``asrkit ... | head``) ends the command quietly with status 141, as SIGPIPE ends other tools.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+import traceback
 
 import asrkit
 
@@ -38,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="asrkit", description="asrkit: speech recognition toolkit (features, training, "
         "language models, WFST decoding).")
     parser.add_argument("--version", action="version", version=f"asrkit {asrkit.__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the Python traceback of an unexpected error (also "
+                             "ASRKIT_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in _command_modules():
         p = sub.add_parser(mod.COMMAND, help=mod.HELP, description=getattr(mod, "__doc__", None),
@@ -49,19 +61,76 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # e.g. ``asrkit CMD --help | head -1``
+        _silence_stdout()
+        return 141
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2
+    debug = args.debug or os.environ.get("ASRKIT_DEBUG", "") not in ("", "0")
+    prefix = f"asrkit {args.command}"
     try:
-        return int(args._run(args) or 0)
+        status = int(args._run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return status
     except CommandError as e:
-        print(f"asrkit {args.command}: error: {e}", file=sys.stderr)
+        _error(f"{prefix}: error: {e}")
         return 2
+    except BrokenPipeError:
+        raise  # handled in main
     except KeyboardInterrupt:
-        print("asrkit: interrupted", file=sys.stderr)
+        _error(f"{prefix}: interrupted")
         return 130
+    except MemoryError as e:
+        if debug:
+            traceback.print_exc()
+        detail = _one_line(e)
+        _error(f"{prefix}: error: out of memory{': ' + detail if detail else ''}")
+        return 2
+    except Exception as e:  # noqa: BLE001 - the last line of defence: one line, never a trace
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else " (asrkit --debug shows the traceback)"
+        _error(f"{prefix}: error: {_describe(e)}{hint}")
+        return 2
+
+
+def _one_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    text = " ".join(lines)
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+def _describe(e: BaseException) -> str:
+    """An unexpected exception in one line; OS errors name their file."""
+    if isinstance(e, OSError) and e.filename is not None:
+        target = f" -> {e.filename2}" if e.filename2 is not None else ""
+        return f"{e.filename}{target}: {e.strerror or _one_line(e)}"
+    text = _one_line(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _error(line: str) -> None:
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # stderr is gone: nothing more to say
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush of a closed pipe is silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

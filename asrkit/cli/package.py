@@ -1,7 +1,9 @@
 """Make a self-contained model folder for asrkit transcribe / align / export.
 
 The folder holds the model, its feature config, a decoding graph, tokens, lexicon and a
-manifest (CMVN settings, frame shift), and needs nothing else to transcribe audio.
+manifest (CMVN settings, frame shift, default search options), and needs nothing else to
+transcribe audio. Only files inside the graph folder are copied from it: a lexicon that its
+graph.json names outside the folder is refused (give it with --lexicon).
 
 Example:
   asrkit package --model exp/blstm/final.mdl --features conf/fbank.toml --graph exp/graph_tg \
@@ -17,13 +19,14 @@ HELP = "bundle model, feature config, graph and lexicon into one model folder"
 
 
 def add_arguments(parser) -> None:
-    """Options: --model, --features, --graph, --lexicon, --cmvn, --out."""
+    """Options: --model, --features, --graph, --lexicon, --cmvn, search defaults, --out."""
     parser.add_argument("--model", required=True, help="model file (asrkit train's final.mdl)")
     parser.add_argument("--features", required=True, help="feature config TOML used in training")
     parser.add_argument("--graph", default=None, help="graph folder from asrkit graph build")
     parser.add_argument("--lexicon", default=None,
                         help="lexicon.txt (default: the one the graph was built from)")
-    parser.add_argument("--cmvn", choices=["speaker", "utterance", "none"], default=None,
+    parser.add_argument("--cmvn", choices=["speaker", "utterance", "sliding", "none"],
+                        default=None,
                         help="feature normalisation (default: as the model was trained)")
     parser.add_argument("--word-insertion-penalty", type=float, default=None,
                         help="default penalty for asrkit transcribe (e.g. tuned on dev)")
@@ -34,15 +37,17 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Write the folder and print its manifest."""
-    from asrkit.cli._model_dir import package_model_dir
     from asrkit.cli.main import CommandError
+    from asrkit.recognizer import RecognizerError, package_model_folder
 
+    decode = {k: v for k, v in (("word_insertion_penalty", args.word_insertion_penalty),
+                                ("acoustic_scale", args.acoustic_scale)) if v is not None}
     try:
-        decode = {k: v for k, v in (("word_insertion_penalty", args.word_insertion_penalty),
-                                    ("acoustic_scale", args.acoustic_scale)) if v is not None}
-        manifest = package_model_dir(args.out, args.model, args.features, args.graph,
-                                     args.lexicon, cmvn=args.cmvn, decode=decode)
-    except (OSError, ValueError, KeyError) as e:
+        manifest = package_model_folder(args.out, args.model, args.features, args.graph,
+                                        args.lexicon, cmvn=args.cmvn, decode=decode)
+    except RecognizerError as e:
         raise CommandError(str(e)) from e
+    except OSError as e:  # writing the folder
+        raise CommandError(f"{args.out}: {e}") from e
     print(json.dumps(manifest, indent=2))
     return 0

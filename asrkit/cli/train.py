@@ -41,17 +41,27 @@ def _toml_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _check_blank(cfg, tokens, error) -> None:
+    """``[criterion] blank`` must be an id of tokens.txt (-1: the table's own blank)."""
+    blank = cfg.criterion.blank
+    if blank >= len(tokens):
+        raise error(f"{cfg.path}: [criterion].blank: {blank} is not a token id of "
+                    f"{cfg.reader.tokens} (0..{len(tokens) - 1})")
+
+
 def run(args) -> int:
     """Train; exit 0 when OUT/final.mdl was written (or max_steps stopped the run)."""
     import os
 
     from asrkit.config.acoustic_net import ConfigError
     from asrkit.distributed import abort_on_error, get_communicator
+    from asrkit.io import DataDirError
     from asrkit.kernels import DeviceUnavailableError
     from asrkit.models import ArchiveError
     from asrkit.training import (
         ReaderError,
         TokenError,
+        TokenTable,
         Trainer,
         TrainingError,
         load_train_config,
@@ -64,7 +74,7 @@ def run(args) -> int:
         overrides.append(f"reader.tokens={_toml_str(args.tokens)}")
     comm = get_communicator()
     expected = (ConfigError, ReaderError, TokenError, TrainingError, ArchiveError, OSError,
-                DeviceUnavailableError)
+                DeviceUnavailableError, DataDirError)
     try:
         with abort_on_error(comm):
             cfg = load_train_config(args.config, overrides, data_dir=args.data,
@@ -74,6 +84,7 @@ def run(args) -> int:
             if not cfg.reader.tokens:
                 raise ConfigError(f"{args.config}: [reader].tokens is not set (or pass --tokens); "
                                   "make one with: asrkit model tokens DATA_DIR tokens.txt")
+            _check_blank(cfg, TokenTable.read(cfg.reader.tokens, cfg.reader.unit), ConfigError)
             trainer = Trainer(cfg, comm=comm)
             trainer.train(resume=args.resume)
             cv = trainer.evaluate() if args.json and trainer.cv_reader is not None else None

@@ -32,6 +32,7 @@ import numpy as np
 
 from asrkit import ops
 from asrkit.graph import Parameter, input_variable, parameter
+from asrkit.utils.memory import format_bytes, memory_limit_bytes
 
 
 class ConfigError(ValueError):
@@ -54,6 +55,11 @@ LAYER_KEYS = {
 }
 NETWORK_KEYS = {"stack_frames": (int, 1), "subsample_frames": (int, 1), "seed": (int, 0),
                 "layers": (list, None)}
+# upper bounds of sizes that only a typo reaches (memory is checked separately, with the figure)
+MAX_FRAMES_FACTOR = 1024     # stack_frames, subsample_frames, a TDNN's context/dilation/stride
+MAX_NUM_LAYERS = 128         # LSTM layers in one [[network.layers]] table
+MAX_LAYERS = 1000            # [[network.layers]] tables
+MAX_SEED = 2**63 - 1
 
 
 def _check_value(value, typ, where: str):
@@ -61,10 +67,33 @@ def _check_value(value, typ, where: str):
         value = float(value)
     if typ is int and isinstance(value, bool) or not isinstance(value, typ):
         raise ConfigError(f"{where}: expected {typ.__name__}, got {value!r}")
+    if typ is float and not math.isfinite(value):
+        raise ConfigError(f"{where}: must be a finite number, got {value!r}")
     return value
 
 
+def check_interval(value, interval: str, where: str, error=ConfigError) -> None:
+    """Raise ``error`` naming ``where`` unless ``value`` is finite and inside ``interval``,
+    written as in mathematics: ``"(0, inf)"``, ``"[0, 1)"``, ``"[1, inf)"``."""
+    lo_text, hi_text = interval[1:-1].split(",")
+    lo, hi = float(lo_text), float(hi_text)
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and math.isfinite(value)
+          and (value >= lo if interval[0] == "[" else value > lo)
+          and (value <= hi if interval[-1] == "]" else value < hi))
+    if not ok:
+        if math.isinf(lo) and math.isinf(hi):
+            want = "a finite number"
+        elif math.isinf(hi):
+            want = f">= {lo_text.strip()}" if interval[0] == "[" else f"> {lo_text.strip()}"
+        else:
+            want = f"in {interval}"
+        raise error(f"{where}: must be {want}, got {value!r}")
+
+
 def _fill(section: dict, keys: dict, where: str, ignore=()) -> dict:
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: expected a table, got {section!r}")
     out = {}
     for k in section:
         if k not in keys and k not in ignore:
@@ -87,33 +116,121 @@ def parse_network(section: dict, path: str = "<config>") -> dict:
     where = f"{path}: [network]"
     net = _fill(section, NETWORK_KEYS, where)
     for k in ("stack_frames", "subsample_frames"):
-        if net[k] < 1:
-            raise ConfigError(f"{where}.{k}: must be >= 1, got {net[k]}")
+        if not 1 <= net[k] <= MAX_FRAMES_FACTOR:
+            raise ConfigError(f"{where}.{k}: must be in 1..{MAX_FRAMES_FACTOR}, got {net[k]}")
+    if not 0 <= net["seed"] <= MAX_SEED:
+        raise ConfigError(f"{where}.seed: must be in 0..2^63-1, got {net['seed']}")
     layers = []
     if not net["layers"]:
         raise ConfigError(f"{where}.layers: needs at least one layer ([[network.layers]])")
+    if len(net["layers"]) > MAX_LAYERS:
+        raise ConfigError(f"{where}.layers: {len(net['layers'])} layers, at most {MAX_LAYERS}")
     for i, layer in enumerate(net["layers"]):
         lw = f"{path}: [network.layers] #{i}"
         if not isinstance(layer, dict) or "type" not in layer:
             raise ConfigError(f"{lw}: each layer is a table with a 'type' key")
         kind = layer["type"]
-        if kind not in LAYER_KEYS:
+        if not isinstance(kind, str) or kind not in LAYER_KEYS:
             raise ConfigError(f"{lw}.type: unknown layer type {kind!r} (known: "
                               f"{', '.join(LAYER_KEYS)})")
         spec = {"type": kind, **_fill(layer, LAYER_KEYS[kind], lw, ignore=("type",))}
         for k, v in spec.items():
             if k in ("hidden", "dim", "num_layers", "context", "dilation", "stride") and v < 1:
                 raise ConfigError(f"{lw}.{k}: must be >= 1, got {v}")
+            if k in ("context", "dilation", "stride") and v > MAX_FRAMES_FACTOR:
+                raise ConfigError(f"{lw}.{k}: must be at most {MAX_FRAMES_FACTOR}, got {v}")
+            if k == "num_layers" and v > MAX_NUM_LAYERS:
+                raise ConfigError(f"{lw}.num_layers: must be at most {MAX_NUM_LAYERS}, got {v}")
             if k in ("dropout", "rate") and not 0.0 <= v < 1.0:
                 raise ConfigError(f"{lw}.{k}: must be in [0, 1), got {v}")
-            if k == "proj" and v < 0:
-                raise ConfigError(f"{lw}.proj: must be >= 0, got {v}")
+            if k == "proj" and not 0 <= v < spec["hidden"]:
+                raise ConfigError(f"{lw}.proj: must be in 0..hidden-1 ({spec['hidden'] - 1}), "
+                                  f"got {v}")
             if k == "activation" and v not in ACTIVATIONS:
                 raise ConfigError(f"{lw}.activation: unknown {v!r} (known: "
                                   f"{', '.join(ACTIVATIONS)})")
         layers.append(spec)
     net["layers"] = layers
+    # a lower bound (1 input dim, 1 class) already rules out absurd sizes such as hidden = 1e9
+    check_parameter_memory(net, 1, 1, path)
     return net
+
+
+def _layer_shapes(spec: dict, dim: int, prefix: str) -> tuple[list[tuple[str, tuple]], int]:
+    """``([(name, shape), ...], output dim)`` of one parsed layer taking ``dim`` inputs."""
+    kind = spec["type"]
+    if kind in ("blstm", "lstm"):
+        H, P = spec["hidden"], spec["proj"]
+        out = P or H
+        dirs = ["", "_reverse"] if kind == "blstm" else [""]
+        shapes = []
+        for k in range(spec["num_layers"]):
+            for suffix in dirs:
+                n = f"{prefix}.%s_l{k}{suffix}"
+                shapes += [(n % "weight_ih", (4 * H, dim)), (n % "weight_hh", (4 * H, out)),
+                           (n % "bias_ih", (4 * H,)), (n % "bias_hh", (4 * H,))]
+                if P:
+                    shapes.append((n % "weight_hr", (P, H)))
+            dim = out * len(dirs)
+        return shapes, dim
+    if kind == "dense":
+        return [(f"{prefix}.W", (dim, spec["dim"])), (f"{prefix}.b", (spec["dim"],))], spec["dim"]
+    if kind == "tdnn":
+        return ([(f"{prefix}.W", (spec["context"], dim, spec["dim"])),
+                 (f"{prefix}.b", (spec["dim"],))], spec["dim"])
+    return [], dim  # dropout
+
+
+def parameter_shapes(description: dict, input_dim: int, num_classes: int
+                     ) -> dict[str, tuple[int, ...]]:
+    """``{name: shape}`` of every parameter of a parsed description, in creation order (the
+    names and shapes :func:`build_network` gives them), without allocating anything."""
+    return {name: shape for _, name, shape in _shapes_by_layer(description, input_dim,
+                                                                num_classes)}
+
+
+def _shapes_by_layer(description, input_dim, num_classes):
+    """``(layer index or -1 for the output, name, shape)`` of every parameter."""
+    dim = input_dim * description.get("stack_frames", 1)
+    for i, spec in enumerate(description["layers"]):
+        shapes, dim = _layer_shapes(spec, dim, f"layers.{i}")
+        yield from ((i, n, s) for n, s in shapes)
+    yield -1, "output.W", (dim, num_classes)
+    yield -1, "output.b", (num_classes,)
+
+
+def check_parameter_memory(description: dict, input_dim: int, num_classes: int,
+                           path: str = "<network>", copies: int = 1,
+                           what: str = "the parameters", share: float = 1.0) -> int:
+    """Refuse a network whose float32 parameters (times ``copies``: gradients, learner slots)
+    would need more than ``share`` of this machine's memory; returns the parameter count.
+
+    Raises ConfigError naming ``path``, the layer and the size that makes it too big, with the
+    figure, before anything is allocated.
+    """
+    per_layer: dict[int, int] = {}
+    total = 0
+    for i, _, shape in _shapes_by_layer(description, input_dim, num_classes):
+        n = math.prod(shape)
+        per_layer[i] = per_layer.get(i, 0) + n
+        total += n
+    need, memory = 4 * total * copies, memory_limit_bytes()
+    if need <= share * memory:
+        return total
+    worst = max(per_layer, key=per_layer.get)
+    if worst < 0:
+        culprit = f"the output layer ({num_classes} classes)"
+    else:
+        spec = description["layers"][worst]
+        key = max((k for k in ("hidden", "proj", "dim", "context") if k in spec),
+                  key=lambda k: spec[k])
+        culprit = f"[network.layers] #{worst}.{key} = {spec[key]}"
+    if input_dim > 1 and worst == 0 and per_layer[0] >= 0.5 * total:
+        culprit += f" with {input_dim}-dim input"
+    of = "" if share >= 1 else f"{share:.0%} of "
+    raise ConfigError(f"{path}: {culprit}: the network would have {total:,} parameters, "
+                      f"{format_bytes(need)} for {what}, more than {of}this machine's "
+                      f"{format_bytes(memory)} of memory")
 
 
 @dataclasses.dataclass
@@ -196,6 +313,7 @@ def build_network(description: dict, input_dim: int, num_classes: int,
     Returns a :class:`Network`.
     """
     net = parse_network(copy.deepcopy(description), "<network>")
+    check_parameter_memory(net, input_dim, num_classes)
     make = _Params(net["seed"], values)
     feats = input_variable(input_dim, name="feats")
     x, dim = feats, input_dim

@@ -22,6 +22,8 @@ _EXPORTS = {
     "speaker_cmvn_stats": "asrkit.features.cmvn",
     "global_cmvn_stats": "asrkit.features.cmvn",
     "utterance_cmvn_batch": "asrkit.features.cmvn",
+    "normalize": "asrkit.features.cmvn",
+    "NORMALIZE_MODES": "asrkit.features.cmvn",
     "add_deltas": "asrkit.features.deltas",
     "add_deltas_batch": "asrkit.features.deltas",
     # augmentation and perturbation (seeded)
@@ -36,6 +38,18 @@ _EXPORTS = {
     "make_noise": "asrkit.features.perturb",
     "synthetic_rir": "asrkit.features.perturb",
     "reverberate": "asrkit.features.perturb",
+    "tempo_perturb": "asrkit.features.perturb",
+    "pitch_shift": "asrkit.features.perturb",
+    "formant_shift": "asrkit.features.perturb",
+    # channel simulation: rooms, microphones, telephone lines, codecs, levels
+    "room_impulse_response": "asrkit.features.channel",
+    "biquad_coefficients": "asrkit.features.channel",
+    "biquad_filter": "asrkit.features.channel",
+    "random_mic_eq": "asrkit.features.channel",
+    "codec_roundtrip": "asrkit.features.channel",
+    "telephone_channel": "asrkit.features.channel",
+    "scale_to_level": "asrkit.features.channel",
+    "clip": "asrkit.features.channel",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

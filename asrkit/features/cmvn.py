@@ -13,6 +13,10 @@ followed by 0. Stats add, so the three usual modes are one accumulator over diff
 and ``utterance_cmvn_batch`` normalises a padded batch ``[T, B, D]`` with its lengths so padding
 never enters a statistic.
 
+``normalize(feats, mode, ...)`` is the one place where a mode name (``NORMALIZE_MODES``: none,
+utterance, sliding, speaker) becomes numbers: the training reader, ``asrkit decode --model`` and
+the Recognizer all call it, so a model sees at inference the normalisation it was trained with.
+
 Differences from Kaldi: none intended in the numbers. Errors are ``ValueError`` where Kaldi calls
 ``KALDI_ERR``; the variance-flooring warning is not printed.
 """
@@ -313,3 +317,60 @@ def utterance_cmvn_batch(feats, lengths, norm_vars: bool = False) -> np.ndarray:
         x = feats[:n, i]
         out[:n, i] = apply_cmvn(x, cmvn_stats(x), norm_vars=norm_vars)
     return out
+
+
+NORMALIZE_MODES = ("none", "utterance", "sliding", "speaker")
+
+
+class NormalizeOptionError(ValueError):
+    """A bad ``normalize`` setting; ``option`` is its parameter name (``mode``, ``cmn_window``,
+    ``min_window`` or ``center``) so callers can name their own key, ``reason`` what is wrong."""
+
+    def __init__(self, option: str, reason: str):
+        super().__init__(f"{option}: {reason}")
+        self.option, self.reason = option, reason
+
+
+def check_normalize_options(mode: str, cmn_window: int = 600, min_window: int = 100,
+                            center: bool = False) -> None:
+    """Raise NormalizeOptionError when ``normalize`` would refuse these settings."""
+    if mode not in NORMALIZE_MODES:
+        raise NormalizeOptionError("mode", f"expected one of {', '.join(NORMALIZE_MODES)}, got "
+                                   f"{mode!r}")
+    if mode != "sliding":
+        return
+    for name, v in (("cmn_window", cmn_window), ("min_window", min_window)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise NormalizeOptionError(name, f"expected a positive number of frames, got {v!r}")
+    if not isinstance(center, (bool, np.bool_)):
+        raise NormalizeOptionError("center", f"expected true or false, got {center!r}")
+    if not center and min_window > cmn_window:
+        raise NormalizeOptionError("min_window", f"{min_window} exceeds cmn_window "
+                                   f"{cmn_window}")
+
+
+def normalize(feats, mode: str, norm_vars: bool = False, stats=None, cmn_window: int = 600,
+              min_window: int = 100, center: bool = False) -> np.ndarray:
+    """Normalise one utterance's features ``[T, D]`` by ``mode``; returns float32 ``[T, D]``.
+
+    - ``none``: unchanged (a float32 copy);
+    - ``utterance``: the utterance's own stats (``apply_cmvn(x, cmvn_stats(x))``);
+    - ``sliding``: Kaldi's ``apply-cmvn-sliding`` with ``cmn_window``, ``min_window`` (Kaldi's
+      ``--min-cmn-window``) and ``center`` (``apply_cmvn_sliding``);
+    - ``speaker``: the given ``stats`` ``[2, D+1]`` (the speaker's, from ``cmvn.scp``).
+
+    ``norm_vars`` also divides by the standard deviation. Raises ValueError on an unknown mode,
+    bad window options, or ``speaker`` without stats.
+    """
+    check_normalize_options(mode, cmn_window, min_window, center)
+    feats = _as_feats(feats)
+    if mode == "none":
+        return np.array(feats, dtype=np.float32)
+    if mode == "utterance":
+        return apply_cmvn(feats, cmvn_stats(feats), norm_vars=norm_vars)
+    if mode == "sliding":
+        return apply_cmvn_sliding(feats, cmn_window=int(cmn_window), min_window=int(min_window),
+                                  center=bool(center), norm_vars=norm_vars)
+    if stats is None:
+        raise ValueError("cmvn mode 'speaker' needs the speaker's stats")
+    return apply_cmvn(feats, stats, norm_vars=norm_vars)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 from numba import njit
@@ -224,14 +225,31 @@ def add_noise(waveform, noise, snr_db: float, seed=None, rng=None) -> np.ndarray
 NOISE_KINDS = ("white", "pink", "brown", "blue", "violet", "babble")
 
 
+def _fast_length(n: int) -> int:
+    """The smallest 2^a 3^b 5^c >= n (pocketfft is several times slower on lengths with
+    large prime factors)."""
+    best = 1 << max(0, (n - 1).bit_length())
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35 << max(0, (-(-n // p35) - 1).bit_length())
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
 def _colored(num_samples: int, exponent: float, gen) -> np.ndarray:
-    """Gaussian noise whose power spectrum goes as ``f ** exponent`` (pink: -1, brown: -2)."""
-    spec = np.fft.rfft(gen.standard_normal(num_samples))
+    """Gaussian noise whose power spectrum goes as ``f ** exponent`` (pink: -1, brown: -2),
+    made at a fast FFT length and cut to ``num_samples``."""
+    size = _fast_length(num_samples)
+    spec = np.fft.rfft(gen.standard_normal(size))
     f = np.arange(len(spec), dtype=np.float64)
     f[0] = 1.0
     spec *= f ** (exponent / 2)
     spec[0] = 0.0  # no DC offset
-    return np.fft.irfft(spec, num_samples)
+    return np.fft.irfft(spec, size)[:num_samples]
 
 
 def _bandpass_noise(num_samples: int, sample_rate: int, centre: float, bandwidth: float,
@@ -342,3 +360,170 @@ def reverberate(waveform, sample_rate: int, rt60: float, seed=None, rng=None, ri
     if p_out > 0:
         y *= math.sqrt(p_in / p_out)
     return y.astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- tempo and pitch
+
+def _frame_samples(sample_rate: int, seconds: float, what: str) -> int:
+    n = int(round(seconds * sample_rate))
+    if n < 4:
+        raise ValueError(f"{what} of {seconds} s is under 4 samples at {sample_rate} Hz")
+    return n
+
+
+def wsola(x: np.ndarray, speed: float, frame_length: int, tolerance: int) -> np.ndarray:
+    """WSOLA time-scale modification of 1-D ``x`` (Verhelst & Roelands 1993, in the formulation
+    of Driedger & Mueller's review and of ``audiotsm.wsola``): float64 ``[round(n / speed)]``.
+
+    Frames of ``frame_length`` samples are overlap-added every ``frame_length // 2`` samples
+    under a periodic Hann window; frame ``k`` is read near input sample ``k * hop * speed``,
+    shifted by up to ``2 * tolerance`` samples to the position whose samples correlate best
+    with the natural continuation of the previous frame, so that waveform periods line up and
+    the pitch stays. The input is preceded by ``tolerance + frame_length // 2`` zeros, as
+    audiotsm does, and the first frame is taken unshifted.
+    """
+    n = len(x)
+    n_frame, hop, tol = int(frame_length), int(frame_length) // 2, int(tolerance)
+    out_len = int(round(n / speed))
+    if out_len == 0:
+        return np.zeros(0)
+    num_frames = (out_len + n_frame // 2) // hop + 2
+    span = n_frame + 2 * tol + hop  # analysis frame with the samples around it
+    last_start = int(round((num_frames - 1) * hop * speed))
+    xp = np.zeros(tol + n_frame // 2 + max(n, last_start) + span)
+    xp[tol + n_frame // 2: tol + n_frame // 2 + n] = x
+    window = 0.5 * (1.0 - np.cos(2.0 * np.pi * np.arange(n_frame) / n_frame))
+    out = np.zeros(num_frames * hop + n_frame)
+    norm = np.zeros_like(out)
+    natural = None
+    for k in range(num_frames):
+        frame = xp[int(round(k * hop * speed)):][:span]
+        if natural is None:
+            delta = 0
+        else:
+            delta = int(np.argmax(np.correlate(frame[:n_frame + 2 * tol], natural)))
+        out[k * hop:k * hop + n_frame] += window * frame[delta:delta + n_frame]
+        norm[k * hop:k * hop + n_frame] += window
+        natural = frame[delta + hop:delta + hop + n_frame]
+    norm[norm < 1e-4] = 1.0
+    return (out / norm)[n_frame // 2:n_frame // 2 + out_len]
+
+
+def tempo_perturb(waveform, sample_rate: int, factor: float, frame_length: float = 0.032,
+                  tolerance: float | None = None) -> np.ndarray:
+    """Change the tempo by ``factor`` without changing pitch or formants (sox's ``tempo``).
+
+    WSOLA (``wsola``) over frames of ``frame_length`` seconds with a search of +-``tolerance``
+    seconds (default half a frame: 16 ms covers the pitch period of any adult voice). 1-D
+    waveform ``[n]`` -> float32 ``[round(n / factor)]``: factor 1.2 is 20% faster (shorter).
+    """
+    x = _as_waveform(waveform, ndim=1)
+    if not factor > 0:
+        raise ValueError(f"tempo factor must be positive, got {factor}")
+    sr = _rate(sample_rate, "sample_rate")
+    n_frame = _frame_samples(sr, frame_length, "frame_length")
+    tol = n_frame // 2 if tolerance is None else int(round(tolerance * sr))
+    if tol < 0:
+        raise ValueError(f"tolerance must be >= 0 seconds, got {tolerance}")
+    if factor == 1.0:
+        return x.copy()
+    return wsola(x.astype(np.float64), float(factor), n_frame, tol).astype(np.float32)
+
+
+def pitch_shift(waveform, sample_rate: int, semitones: float,
+                frame_length: float = 0.032) -> np.ndarray:
+    """Shift the pitch by ``semitones`` keeping the duration (sox's ``pitch``): the tempo is
+    slowed by ``r = 2 ** (semitones / 12)`` (``tempo_perturb``), then the result is played ``r``
+    times faster (resampled by ``r`` as a ratio of integers up to 64, within 0.5%). The whole
+    spectrum scales by ``r``, formants included; follow with ``formant_shift(.., 1 / r)`` to
+    keep them. 1-D ``[n]`` -> float32 ``[n]``.
+    """
+    x = _as_waveform(waveform, ndim=1)
+    sr = _rate(sample_rate, "sample_rate")
+    if semitones == 0:
+        return x.copy()
+    # a ratio of small integers keeps the polyphase resampler small (16000/17959 Hz would need
+    # 16000 filter branches); 1/64 steps are ~0.5% apart, 1/10 of a semitone
+    ratio = Fraction(2.0 ** (float(semitones) / 12.0)).limit_denominator(64)
+    slow = tempo_perturb(x, sr, float(1 / ratio), frame_length)
+    y = resample(slow, ratio.numerator, ratio.denominator)
+    if len(y) < len(x):  # rounding of the two lengths: pad or cut to the input's
+        y = np.concatenate([y, np.zeros(len(x) - len(y), np.float32)])
+    return y[:len(x)]
+
+
+def _lpc_log_envelope(power: np.ndarray, n_fft: int, order: int, sr: int) -> np.ndarray:
+    """Log magnitude of the all-pole (LPC) envelope of each frame's power spectrum
+    ``[frames, bins]``: autocorrelation by inverse FFT, Levinson-Durbin run for all frames at
+    once, ``-log|A(f)|`` sampled at the same bins (the gain is left out: only ratios are used).
+    """
+    r = np.fft.irfft(power, n_fft, axis=1)[:, :order + 1]
+    r[:, 0] = r[:, 0] * (1.0 + 1e-6) + 1e-12  # white-noise correction keeps A stable
+    lag = np.arange(order + 1)
+    r = r * np.exp(-0.5 * (2.0 * np.pi * 40.0 / sr * lag) ** 2)  # 40 Hz Gaussian lag window
+    frames = r.shape[0]
+    a = np.zeros((frames, order + 1))
+    a[:, 0] = 1.0
+    err = r[:, 0].copy()
+    for i in range(1, order + 1):
+        k = -(a[:, :i] * r[:, i:0:-1]).sum(axis=1) / err
+        a[:, 1:i + 1] = a[:, 1:i + 1] + k[:, None] * a[:, i - 1::-1][:, :i]
+        err *= 1.0 - k * k
+    return -np.log(np.maximum(np.abs(np.fft.rfft(a, n_fft, axis=1)), 1e-10))
+
+
+def formant_shift(waveform, sample_rate: int, alpha: float, vtln_low: float = 100.0,
+                  vtln_high: float = -500.0, frame_length: float = 0.032,
+                  lpc_order: int | None = None, max_gain_db: float = 30.0) -> np.ndarray:
+    """Vocal-tract length perturbation in the waveform: move the spectral envelope (formants)
+    by ``alpha`` while the harmonics, and so the pitch, stay where they are.
+
+    Each frame (Hann, 75% overlap, weighted overlap-add) is multiplied by
+    ``E(w(f)) / E(f)``, ``E`` being its all-pole envelope (LPC of ``lpc_order``, default
+    ``sample_rate / 1000 + 4``, the usual order for formants) and ``w`` Kaldi's
+    piecewise-linear VTLN warp (``vtln_warp_freq`` with warp ``alpha``: ``f / alpha`` between
+    the inflection points set by ``vtln_low``/``vtln_high``, band edges fixed), so a formant at
+    ``F`` Hz moves to about ``alpha * F``: ``alpha > 1`` sounds like a shorter vocal tract.
+    Gains are limited to +-``max_gain_db``. 1-D ``[n]`` -> float32 ``[n]``; ``alpha`` 1 copies.
+    """
+    from asrkit.features._mel import vtln_warp_freq
+
+    x = _as_waveform(waveform, ndim=1)
+    sr = _rate(sample_rate, "sample_rate")
+    if not alpha > 0:
+        raise ValueError(f"alpha must be positive, got {alpha}")
+    if alpha == 1.0 or len(x) == 0:
+        return x.copy()
+    n_fft = 1 << max(2, (_frame_samples(sr, frame_length, "frame_length") - 1).bit_length())
+    hop = n_fft // 4
+    nyquist = sr / 2.0
+    high = vtln_high if vtln_high > 0 else vtln_high + nyquist
+    freqs = np.fft.rfftfreq(n_fft, 1.0 / sr)
+    source = np.array([vtln_warp_freq(vtln_low, high, 0.0, nyquist, float(alpha), f)
+                       for f in freqs])
+    order = int(sr / 1000 + 4) if lpc_order is None else int(lpc_order)
+    if not 1 <= order < n_fft // 2:
+        raise ValueError(f"lpc_order must be in [1, {n_fft // 2}), got {lpc_order}")
+    window = 0.5 * (1.0 - np.cos(2.0 * np.pi * np.arange(n_fft) / n_fft))
+    pad = n_fft
+    xp = np.concatenate([np.zeros(pad), x.astype(np.float64), np.zeros(pad + hop)])
+    num_frames = (len(xp) - n_fft) // hop + 1
+    idx = np.arange(num_frames)[:, None] * hop + np.arange(n_fft)[None, :]
+    spec = np.fft.rfft(xp[idx] * window, axis=1)
+    env = _lpc_log_envelope(np.abs(spec) ** 2, n_fft, order, sr)
+    bins = source / (sr / n_fft)  # fractional bin each output bin takes its envelope from
+    lo = np.clip(np.floor(bins).astype(int), 0, len(freqs) - 1)
+    hi = np.minimum(lo + 1, len(freqs) - 1)
+    frac = bins - lo
+    warped = env[:, lo] * (1.0 - frac) + env[:, hi] * frac
+    limit = max_gain_db / 20.0 * np.log(10.0)
+    gain = np.exp(np.clip(warped - env, -limit, limit))
+    frames = np.fft.irfft(spec * gain, n_fft, axis=1) * window
+    out = np.zeros(len(xp) + n_fft)
+    norm = np.zeros(len(xp) + n_fft)
+    for r in range(n_fft // hop):  # frames r, r+4, ... do not overlap: add them in one slice
+        part = frames[r::n_fft // hop]
+        out[r * hop:r * hop + part.size] += part.reshape(-1)
+        norm[r * hop:r * hop + part.size] += np.tile(window * window, len(part))
+    norm[norm < 1e-4] = 1.0
+    return (out / norm)[pad:pad + len(x)].astype(np.float32)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 from typing import IO, BinaryIO
 
 import numpy as np
@@ -27,6 +28,53 @@ SCALES = ("float", "int16")
 
 class AudioError(ValueError):
     """Audio that cannot be read: missing, empty, corrupt, or an unsupported layout."""
+
+
+# RIFF chunk sizes that mean "unknown, read to the end": what tools writing WAV to a pipe leave
+STREAMED_SIZES = (0, 0xFFFFFFFF)
+
+
+def wav_data_sizes(read_at, total: int) -> tuple[int, int] | None:
+    """``(declared, available)`` bytes of the data chunk of a RIFF/WAVE file, or None when it
+    is not one (or has no data chunk). ``read_at(pos, n)`` returns ``n`` bytes at ``pos``;
+    ``total`` is the file's size in bytes."""
+    head = read_at(0, 12)
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    pos = 12
+    while pos + 8 <= total:
+        chunk = read_at(pos, 8)
+        if len(chunk) < 8:
+            return None
+        (size,) = struct.unpack_from("<I", chunk, 4)
+        if chunk[:4] == b"data":
+            return size, total - pos - 8
+        pos += 8 + size + (size & 1)
+    return None
+
+
+def _check_complete_wav(source, name: str) -> None:
+    """Raise AudioError when a WAV header promises more audio data than the file holds (Kaldi
+    warns and decodes the first part; a truncated file is an error here)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = memoryview(source)
+        sizes = wav_data_sizes(lambda pos, n: bytes(data[pos:pos + n]), len(data))
+    elif isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            total = os.fstat(f.fileno()).st_size
+
+            def read_at(pos, n):
+                f.seek(pos)
+                return f.read(n)
+
+            sizes = wav_data_sizes(read_at, total)
+    else:
+        return
+    if sizes is not None:
+        declared, available = sizes
+        if declared not in STREAMED_SIZES and declared > available:
+            raise AudioError(f"{name}: truncated wav: its header says {declared} bytes of audio "
+                             f"data, the file holds {available}")
 
 
 def _source_name(source) -> str:
@@ -53,20 +101,31 @@ def load_audio(source: str | os.PathLike | BinaryIO | bytes, sample_rate: int | 
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
     name = _source_name(source)
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        source = io.BytesIO(source)
     if isinstance(source, (str, os.PathLike)):
         if not os.path.exists(source):
             raise AudioError(f"{name}: no such file")
+        if os.path.isdir(source):
+            raise AudioError(f"{name}: is a directory, not an audio file")
         if os.path.isfile(source) and os.path.getsize(source) == 0:
             raise AudioError(f"{name}: empty file (0 bytes)")
+    try:
+        _check_complete_wav(source, name)
+    except OSError as e:
+        raise AudioError(f"{name}: {e.strerror or e}") from e
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        source = io.BytesIO(source)
     try:
         data, rate = sf.read(source, dtype="float32", always_2d=True)
     except FileNotFoundError as e:
         raise AudioError(f"{name}: no such file") from e
-    except (sf.LibsndfileError, RuntimeError, TypeError, EOFError) as e:
+    except (sf.LibsndfileError, RuntimeError, TypeError, EOFError, ValueError) as e:
         reason = getattr(e, "error_string", None) or str(e)
         raise AudioError(f"{name}: cannot read audio: {reason}") from e
+    except MemoryError:
+        raise AudioError(f"{name}: cannot read audio: its header declares more samples than "
+                         "fit in memory") from None
+    except OSError as e:
+        raise AudioError(f"{name}: {e.strerror or e}") from e
     if data.shape[0] == 0:
         raise AudioError(f"{name}: empty audio (0 samples)")
     num_channels = data.shape[1]

@@ -26,13 +26,15 @@ import contextlib
 import io
 import os
 import re
+import struct
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import IO
+from typing import IO, NamedTuple
 
 import numpy as np
 
+from asrkit.io.pipes import PipeError, PipeReader
 from asrkit.utils import atomic_open
 
 _READ_OPTIONS = {"o", "no", "s", "ns", "cs", "ncs", "p", "np", "b", "t", "bg"}
@@ -115,37 +117,150 @@ def parse_wspecifier(wspecifier: str) -> tuple[str | None, str | None, set[str]]
 
 # --------------------------------------------------------------------------- value parsing
 
-class _Prefixed:
-    """A read-only stream that first returns ``prefix`` bytes, then reads from ``fd``."""
-
-    def __init__(self, prefix: bytes, fd):
-        self._buf = prefix
-        self._fd = fd
-        self.mode = "rb"
-
-    def read(self, n: int = -1) -> bytes:
-        if n is None or n < 0:
-            out, self._buf = self._buf + self._fd.read(), b""
-            return out
-        head, self._buf = self._buf[:n], self._buf[n:]
-        if len(head) < n:
-            head += self._fd.read(n - len(head))
-        return head
-
-    def readline(self) -> bytes:
-        if b"\n" in self._buf:
-            i = self._buf.index(b"\n") + 1
-            line, self._buf = self._buf[:i], self._buf[i:]
-            return line
-        out, self._buf = self._buf + self._fd.readline(), b""
-        return out
+_MAX_KEY_BYTES = 1 << 16
+_MAX_TOKEN_BYTES = 8
+_READ_CHUNK = 1 << 24
+_BINARY_TYPES = {b"FM": ("<f4", 2), b"DM": ("<f8", 2), b"FV": ("<f4", 1), b"DV": ("<f8", 1)}
 
 
-def _read_exact(fd, n: int, where: str) -> bytes:
-    data = fd.read(n)
-    if len(data) != n:
-        raise TableError(f"{where}: unexpected end of data")
-    return data
+def _bytes_left(fd) -> int | None:
+    """Bytes from the position of ``fd`` to the end of its file; None for a stream."""
+    try:
+        return os.fstat(fd.fileno()).st_size - fd.tell()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def _read_exact(fd, n: int, where: str, what: str = "data") -> bytearray:
+    """Read exactly ``n`` bytes into a (writable) bytearray, or raise TableError.
+
+    On a file the size is checked before anything is allocated; on a stream the bytes come in
+    chunks, so a corrupt size cannot make us allocate more than the stream holds.
+    """
+    left = _bytes_left(fd)
+    if left is not None and n > left:
+        raise TableError(f"{where}: unexpected end of file: {what} needs {n} bytes, only {left} "
+                         "left (truncated archive or corrupt header)")
+    out = bytearray()
+    while len(out) < n:
+        chunk = fd.read(min(n - len(out), _READ_CHUNK))
+        if not chunk:
+            raise TableError(f"{where}: unexpected end of data: {what} needs {n} bytes, got "
+                             f"{len(out)} (truncated archive or corrupt header)")
+        out += chunk
+    return out
+
+
+def _read_int32(fd, where: str, what: str) -> int:
+    """Kaldi's binary WriteBasicType<int32>: a size byte 4, then the little-endian int32."""
+    data = _read_exact(fd, 5, where, what)
+    if data[0] != 4:
+        raise TableError(f"{where}: corrupt {what}: expected an int32 (size byte 4), got size "
+                         f"byte {data[0]}")
+    return struct.unpack_from("<i", data, 1)[0]
+
+
+def _read_dim(fd, where: str, what: str) -> int:
+    n = _read_int32(fd, where, what)
+    if n < 0:
+        raise TableError(f"{where}: negative {what} {n}")
+    return n
+
+
+def _read_token(fd, where: str) -> bytes:
+    """A Kaldi token after the binary marker: non-space bytes ended by one space."""
+    token = bytearray()
+    while True:
+        c = fd.read(1)
+        if not c:
+            raise TableError(f"{where}: unexpected end of data in the object header")
+        if c == b" ":
+            return bytes(token)
+        token += c
+        if len(token) > _MAX_TOKEN_BYTES:
+            raise TableError(f"{where}: unknown Kaldi object header {bytes(token)!r}")
+
+
+def _read_binary_array(fd, token: bytes, where: str) -> np.ndarray:
+    dtype, ndim = _BINARY_TYPES[token]
+    name = token.decode()
+    if ndim == 2:
+        rows = _read_dim(fd, where, f"{name} row count")
+        cols = _read_dim(fd, where, f"{name} column count")
+        shape = (rows, cols)
+    else:
+        shape = (_read_dim(fd, where, f"{name} dimension"),)
+    count = int(np.prod(shape, dtype=object))
+    data = _read_exact(fd, count * np.dtype(dtype).itemsize, where, f"a {'x'.join(map(str, shape))}"
+                       f" {name} object")
+    return np.frombuffer(data, dtype=dtype).reshape(shape).astype(dtype[1:], copy=False)
+
+
+def _read_int_vector(fd, where: str) -> np.ndarray:
+    """Kaldi's BasicVectorHolder<int32> (alignments): an int32 length, then (size byte 4,
+    int32) pairs; ``fd`` is positioned just after the length's size byte."""
+    n = struct.unpack("<i", _read_exact(fd, 4, where, "the integer vector length"))[0]
+    if n < 0:
+        raise TableError(f"{where}: negative integer vector length {n}")
+    data = _read_exact(fd, 5 * n, where, f"an integer vector of {n}")
+    pairs = np.frombuffer(data, dtype=[("size", "u1"), ("value", "<i4")])
+    if n and np.any(pairs["size"] != 4):
+        raise TableError(f"{where}: corrupt integer vector (element size byte is not 4)")
+    return pairs["value"].astype(np.int32)
+
+
+# Kaldi's compressed matrices (src/matrix/compressed-matrix.cc). After the token, the global
+# header: float min_value, float range, int32 num_rows, int32 num_cols (its int32 format field
+# is implied by the token). Format 1 ("CM"): per column four uint16 percentiles, then one byte
+# per element, column-major. Format 2 ("CM2"): uint16 per element, row-major. Format 3 ("CM3"):
+# one byte per element, row-major.
+_COMPRESSED_FORMATS = {b"CM": 1, b"CM2": 2, b"CM3": 3}
+
+
+def _uint16_to_float(min_value: np.float32, rng: np.float32, v: np.ndarray) -> np.ndarray:
+    # Kaldi: min_value + range * 1.52590218966964e-05F * value, all in float
+    return min_value + (rng * np.float32(1.52590218966964e-05)) * v.astype(np.float32)
+
+
+def _char_to_float(p0, p25, p75, p100, v: np.ndarray) -> np.ndarray:
+    """Kaldi's CharToFloat over a column: ``(p25 - p0) * value`` in float, then the ``* (1/64.0)``
+    (a double constant) and the sum in double, rounded back to float."""
+    f = v.astype(np.float32)
+    low = p0.astype(np.float64) + ((p25 - p0) * f).astype(np.float64) * (1 / 64.0)
+    mid = p25.astype(np.float64) + ((p75 - p25) * (f - np.float32(64))).astype(
+        np.float64) * (1 / 128.0)
+    high = p75.astype(np.float64) + ((p100 - p75) * (f - np.float32(192))).astype(
+        np.float64) * (1 / 63.0)
+    return np.where(v <= 64, low, np.where(v <= 192, mid, high)).astype(np.float32)
+
+
+def _read_compressed(fd, token: bytes, where: str) -> np.ndarray:
+    fmt = _COMPRESSED_FORMATS[token]
+    name = token.decode()
+    head = _read_exact(fd, 16, where, f"the {name} header")
+    min_value, rng, rows, cols = struct.unpack("<ffii", head)
+    if rows < 0 or cols < 0:
+        raise TableError(f"{where}: negative {name} dimension {rows}x{cols}")
+    if cols == 0 or rows == 0:  # Kaldi writes an empty matrix as a "CM" header with zeros
+        return np.zeros((0, 0), np.float32)
+    if not (np.isfinite(min_value) and np.isfinite(rng)):
+        raise TableError(f"{where}: corrupt {name} header (min {min_value}, range {rng})")
+    min_value, rng = np.float32(min_value), np.float32(rng)
+    if fmt == 1:
+        data = _read_exact(fd, cols * (8 + rows), where, f"a {rows}x{cols} {name} matrix")
+        headers = _uint16_to_float(min_value, rng, np.frombuffer(
+            data, "<u2", 4 * cols).reshape(cols, 4))
+        codes = np.frombuffer(data, np.uint8, offset=8 * cols).reshape(cols, rows)
+        p = [headers[:, i:i + 1] for i in range(4)]
+        return np.ascontiguousarray(_char_to_float(*p, codes).T)
+    width, dtype = (65535.0, "<u2") if fmt == 2 else (255.0, np.uint8)
+    data = _read_exact(fd, rows * cols * np.dtype(dtype).itemsize, where,
+                       f"a {rows}x{cols} {name} matrix")
+    # Kaldi: float increment = range * (1.0 / 65535.0) (a double product rounded to float),
+    # then min_value + data[j] * increment in float
+    increment = np.float32(np.float64(rng) * (1.0 / width))
+    codes = np.frombuffer(data, dtype).reshape(rows, cols)
+    return min_value + codes.astype(np.float32) * increment
 
 
 def _read_text_value(first: bytes, fd, where: str) -> np.ndarray:
@@ -153,37 +268,41 @@ def _read_text_value(first: bytes, fd, where: str) -> np.ndarray:
     body = line.strip()
     if body.startswith("["):
         inner = body[1:].strip()
-        if inner.endswith("]"):  # one-line vector "[ 1 2 3 ]" (or an empty matrix "[ ]")
-            return np.array(inner[:-1].split(), dtype=np.float32)
-        rows = [inner.split()] if inner else []
-        while True:
-            raw = fd.readline()
-            if not raw:
-                raise TableError(f"{where}: text matrix not closed with ']'")
-            tokens = raw.decode("latin1").split()
-            if tokens and tokens[-1] == "]":
-                if tokens[:-1]:
-                    rows.append(tokens[:-1])
-                break
-            if tokens:
-                rows.append(tokens)
         try:
+            if inner.endswith("]"):  # one-line vector "[ 1 2 3 ]" (or an empty matrix "[ ]")
+                return np.array(inner[:-1].split(), dtype=np.float32)
+            rows = [inner.split()] if inner else []
+            while True:
+                raw = fd.readline()
+                if not raw:
+                    raise TableError(f"{where}: text matrix not closed with ']'")
+                tokens = raw.decode("latin1").split()
+                if tokens and tokens[-1] == "]":
+                    if tokens[:-1]:
+                        rows.append(tokens[:-1])
+                    break
+                if tokens:
+                    rows.append(tokens)
+            if len({len(r) for r in rows}) > 1:
+                raise TableError(f"{where}: ragged text matrix (rows of "
+                                 f"{sorted({len(r) for r in rows})} values)")
             return np.array(rows, dtype=np.float32).reshape(len(rows), -1)
         except ValueError as e:
-            raise TableError(f"{where}: ragged or non-numeric text matrix") from e
+            raise TableError(f"{where}: non-numeric value in a text matrix: {e}") from e
     try:
         return np.array(body.split(), dtype=np.int32)
-    except ValueError as e:
+    except (ValueError, OverflowError) as e:
         raise TableError(f"{where}: cannot parse text value {body[:40]!r}") from e
 
 
 def read_value(fd, where: str = "<stream>") -> np.ndarray:
     """Read one Kaldi object (binary or text) from ``fd`` positioned at its start.
 
-    Returns a 2-D float32/float64 array for a matrix, 1-D float32/float64 for a vector and
-    1-D int32 for an integer vector. ``where`` names the source in error messages.
+    Returns a 2-D float32/float64 array for a matrix (compressed ``CM``/``CM2``/``CM3`` ones
+    decompressed to float32 exactly as Kaldi's CopyToMat does), 1-D float32/float64 for a vector
+    and 1-D int32 for an integer vector. ``where`` names the source in error messages; any
+    damage (unknown header, negative or impossible size, truncation) raises TableError.
     """
-    k = kaldi_io()
     flag = fd.read(1)
     if not flag:
         raise TableError(f"{where}: unexpected end of data")
@@ -192,27 +311,19 @@ def read_value(fd, where: str = "<stream>") -> np.ndarray:
     flag += fd.read(1)
     if flag != b"\0B":
         return _read_text_value(flag, fd, where)
-    first = _read_exact(fd, 1, where)
+    first = _read_exact(fd, 1, where, "the object header")
     if first == b"\x04":
-        return np.array(k.read_vec_int(_Prefixed(b"\0B\x04", fd)), dtype=np.int32)
-    header = first + _read_exact(fd, 2, where)
-    stream = _Prefixed(b"\0B" + header, fd)
-    try:
-        if header in (b"FM ", b"DM ") or header.startswith(b"CM"):
-            if header in (b"CM2", b"CM3"):
-                raise TableError(f"{where}: compressed matrix format {header.decode()} is not "
-                                 "supported (re-write it with copy-feats --compress=false)")
-            return np.array(k.read_mat(stream))
-        if header in (b"FV ", b"DV "):
-            return np.array(k.read_vec_flt(stream))
-    except (AssertionError, ValueError) as e:
-        if isinstance(e, TableError):
-            raise
-        raise TableError(f"{where}: corrupt {header.decode('latin1').strip()} object: {e}") from e
-    raise TableError(f"{where}: unknown Kaldi object header {header!r}")
+        return _read_int_vector(fd, where)
+    token = bytes(first) + _read_token(fd, where) if first != b" " else b""
+    if token in _BINARY_TYPES:
+        return _read_binary_array(fd, token, where)
+    if token in _COMPRESSED_FORMATS:
+        return _read_compressed(fd, token, where)
+    raise TableError(f"{where}: unknown Kaldi object header {token!r} (expected FM, DM, FV, DV, "
+                     "CM, CM2 or CM3)")
 
 
-def _read_key(fd) -> str | None:
+def _read_key(fd, where: str = "<stream>") -> str | None:
     """Read an archive key and the single separator after it; None at end of archive."""
     chars = bytearray()
     while True:
@@ -224,131 +335,240 @@ def _read_key(fd) -> str | None:
                 break
             continue
         chars += c
+        if len(chars) > _MAX_KEY_BYTES:
+            raise TableError(f"{where}: no key here (over {_MAX_KEY_BYTES} bytes without a "
+                             "space): not a Kaldi archive, or a corrupt one")
     return chars.decode("utf-8", errors="surrogateescape") if chars else None
 
 
 # --------------------------------------------------------------------------- opening
 
 @contextlib.contextmanager
-def _open_input(target: str) -> Iterator[IO[bytes]]:
-    """Open a file, ``-`` (stdin) or ``cmd |`` (pipe) for binary reading."""
+def _open_input(target: str, streaming: bool = True) -> Iterator[IO[bytes]]:
+    """Open a file, ``-`` (stdin) or ``cmd |`` (pipe, with the pipe timeout; ``streaming``: a
+    whole table, else one object) for binary reading. Errors are TableError naming it."""
     if target == "-":
         yield sys.stdin.buffer
         return
     if target.endswith("|"):
-        cmd = target[:-1].strip()
-        proc = subprocess.Popen(cmd, shell=True, stdout=subprocess.PIPE)
         try:
-            yield proc.stdout
-        finally:
-            proc.stdout.close()
-            rc = proc.wait()
-        if rc != 0:
-            raise TableError(f"command '{cmd} |' exited with status {rc}")
+            with PipeReader(target, streaming=streaming) as p:
+                yield p
+        except PipeError as e:
+            raise TableError(str(e)) from None
+        except OSError as e:  # the shell itself could not start
+            raise TableError(f"{target}: {e.strerror or e}") from None
         return
     try:
         f = open(target, "rb")
-    except FileNotFoundError as e:
-        raise TableError(f"{target}: no such file") from e
+    except FileNotFoundError:
+        raise TableError(f"{target}: no such file") from None
+    except IsADirectoryError:
+        raise TableError(f"{target}: is a directory, not a file") from None
+    except OSError as e:
+        raise TableError(f"{target}: {e.strerror or e}") from None
     with f:
+        if os.path.isdir(target):
+            raise TableError(f"{target}: is a directory, not a file")
         yield f
 
 
 def _parse_range(text: str, where: str) -> tuple[slice, ...]:
+    """Kaldi's ``[r1:r2]`` or ``[r1:r2,c1:c2]`` (inclusive; an empty side means the end)."""
+    parts = [p.strip() for p in text.split(",")]
+    if not 1 <= len(parts) <= 2:
+        raise TableError(f"{where}: bad range [{text}] (expected [r1:r2] or [r1:r2,c1:c2])")
     slices = []
-    for part in text.split(","):
-        part = part.strip()
-        if ":" not in part:
-            raise TableError(f"{where}: bad range {text!r}")
-        a, b = part.split(":", 1)
+    for part in parts:
+        if part.count(":") != 1:
+            raise TableError(f"{where}: bad range [{text}]")
+        a, b = (s.strip() for s in part.split(":"))
         try:
-            # Kaldi ranges are inclusive: [10:19] is rows 10..19
-            slices.append(slice(int(a) if a.strip() else None,
-                                int(b) + 1 if b.strip() else None))
-        except ValueError as e:
-            raise TableError(f"{where}: bad range {text!r}") from e
+            slices.append(slice(int(a) if a else None, int(b) + 1 if b else None))
+        except ValueError:
+            raise TableError(f"{where}: bad range [{text}]") from None
     return tuple(slices)
+
+
+def _apply_range(value: np.ndarray, rng: tuple[slice, ...], where: str) -> np.ndarray:
+    if value.ndim != 2:
+        raise TableError(f"{where}: a range needs a matrix, the value has shape {value.shape}")
+    for axis, s in enumerate(rng):
+        size = value.shape[axis]
+        first = 0 if s.start is None else s.start
+        last = size - 1 if s.stop is None else s.stop - 1
+        if not 0 <= first <= last < size:
+            what = ("row", "column")[axis]
+            raise TableError(f"{where}: {what} range {first}:{last} is outside the matrix "
+                             f"({size} {what}s)")
+    return np.ascontiguousarray(value[rng])
+
+
+def _split_rxfilename(rxfilename: str) -> tuple[str, int | None, tuple[slice, ...] | None]:
+    """``(path or command, byte offset or None, range or None)`` of an rxfilename."""
+    rx = rxfilename.strip()
+    rng = None
+    m = _RANGE.match(rx)
+    if m and not rx.endswith("|"):
+        rx, rng = m.group(1), _parse_range(m.group(2), rxfilename)
+    offset = None
+    m = _OFFSET.match(rx)
+    if m and not rx.endswith("|") and not os.path.exists(rx):
+        rx, offset = m.group(1), int(m.group(2))
+    return rx, offset, rng
+
+
+def _seek(f, offset: int, path: str, where: str) -> None:
+    size = _bytes_left(f)
+    if size is not None:
+        size += f.tell()
+        if offset >= size:
+            raise TableError(f"{where}: offset {offset} is past the end of {path} "
+                             f"({size} bytes)")
+    try:
+        f.seek(offset)
+    except (OSError, ValueError, AttributeError) as e:
+        raise TableError(f"{where}: cannot seek to offset {offset} in {path}") from e
 
 
 def read_rxfilename(rxfilename: str) -> np.ndarray:
     """Read the one object an rxfilename names: ``feats.ark:123``, ``feats.ark:123[0:9]``,
     a file holding one object, ``-`` or ``cmd |``. Returns the array (see ``read_value``).
     """
-    rx = rxfilename.strip()
-    rng = None
-    m = _RANGE.match(rx)
-    if m:
-        rx, rng = m.group(1), _parse_range(m.group(2), rxfilename)
-    offset = None
-    m = _OFFSET.match(rx)
-    if m and not rx.endswith("|") and not os.path.exists(rx):
-        rx, offset = m.group(1), int(m.group(2))
-    with _open_input(rx) as f:
+    rx, offset, rng = _split_rxfilename(rxfilename)
+    with _open_input(rx, streaming=False) as f:
         if offset is not None:
-            f.seek(offset)
+            _seek(f, offset, rx, rxfilename)
         value = read_value(f, rxfilename)
-    if rng is not None:
-        value = np.ascontiguousarray(value[rng])
-    return value
+    return value if rng is None else _apply_range(value, rng, rxfilename)
 
 
 # --------------------------------------------------------------------------- script files
 
-def read_script(path: str) -> list[tuple[str, str]]:
-    """Parse a script file (``key rxfilename`` lines) into a list of ``(key, rxfilename)``.
-
-    ``path`` may be ``-`` (stdin). Raises ``TableError`` naming ``path:line`` for a line with no
-    rxfilename; blank lines are errors too, as in Kaldi.
-    """
-    entries = []
+def _script_lines(path: str) -> Iterator[tuple[int, str, str | None, TableError | None]]:
+    """``(line number, key, rxfilename, None)`` per line, or ``(n, key, None, error)``."""
     with _open_input(path) as f:
         for lineno, raw in enumerate(f, 1):
             line = raw.decode("utf-8", errors="surrogateescape").strip()
             parts = line.split(None, 1)
             if len(parts) != 2:
-                raise TableError(f"{path}:{lineno}: expected 'key rxfilename', got {line!r}")
-            entries.append((parts[0], parts[1].strip()))
+                yield lineno, (parts[0] if parts else ""), None, TableError(
+                    f"{path}:{lineno}: expected 'key rxfilename', got {line[:80]!r}")
+                continue
+            yield lineno, parts[0], parts[1].strip(), None
+
+
+def read_script(path: str) -> list[tuple[str, str]]:
+    """Parse a script file (``key rxfilename`` lines) into a list of ``(key, rxfilename)``.
+
+    ``path`` may be ``-`` (stdin) or ``cmd |``. Raises ``TableError`` naming ``path:line`` for a
+    line with no rxfilename (blank lines are errors too, as in Kaldi) or a repeated key.
+    """
+    entries, seen = [], {}
+    for lineno, key, rx, error in _script_lines(path):
+        if error is not None:
+            raise error
+        if key in seen:
+            raise TableError(f"{path}:{lineno}: duplicate key {key!r} (first on line "
+                             f"{seen[key]})")
+        seen[key] = lineno
+        entries.append((key, rx))
     return entries
 
 
-def read_table(rspecifier: str) -> Iterator[tuple[str, np.ndarray]]:
-    """Iterate ``(key, array)`` over a table (``scp:FILE``, ``ark:FILE``, ``ark:-``, pipes)."""
+class TableEntry(NamedTuple):
+    """One entry of a table: ``value`` (see ``read_value``), or ``error`` saying why it could
+    not be read. ``key`` is the entry's key (or ``file:line`` for a script line without one)."""
+
+    key: str
+    value: np.ndarray | None
+    error: TableError | None = None
+
+
+def read_table_entries(rspecifier: str) -> Iterator[TableEntry]:
+    """Iterate the entries of a table, damaged ones included, for per-utterance error handling.
+
+    Each entry carries its value or its error (a TableError naming the file, line and key).
+    In a script file a bad line, a missing target, a bad offset or range fails only that
+    entry; a repeated key is an error entry. In an archive a damaged value ends the archive
+    (nothing after it can be found): that entry is the last one yielded. A table that cannot
+    be opened at all raises TableError.
+    """
     kind, _options, target = parse_rspecifier(rspecifier)
     if kind == "scp":
-        with contextlib.ExitStack() as stack:
-            current: tuple[str, IO[bytes]] | None = None  # the archive the last entry was in
-            for key, rx in read_script(target):
-                try:
-                    m = _OFFSET.match(rx)
-                    if m is None or rx.endswith("|") or os.path.exists(rx):
-                        yield key, read_rxfilename(rx)
-                        continue
-                    # consecutive entries usually share an archive: keep it open and seek
-                    if current is None or current[0] != m.group(1):
-                        stack.close()
-                        f = stack.enter_context(_open_input(m.group(1)))
-                        current = (m.group(1), f)
-                    current[1].seek(int(m.group(2)))
-                    yield key, read_value(current[1], rx)
-                except TableError as e:
-                    raise TableError(f"{target}: key {key!r}: {e}") from e
-        return
+        yield from _script_entries(target)
+    else:
+        yield from _archive_entries(target)
+
+
+def _script_entries(target: str) -> Iterator[TableEntry]:
+    seen: dict[str, int] = {}
+    with contextlib.ExitStack() as stack:
+        current: tuple[str, IO[bytes]] | None = None  # the archive the last entry was in
+        for lineno, key, rx, error in _script_lines(target):
+            where = f"{target}:{lineno}: key {key!r}"
+            if error is not None:
+                yield TableEntry(key or f"{target}:{lineno}", None, error)
+                continue
+            if key in seen:
+                yield TableEntry(key, None, TableError(
+                    f"{where}: duplicate key (first on line {seen[key]})"))
+                continue
+            seen[key] = lineno
+            try:
+                path, offset, rng = _split_rxfilename(rx)
+                if offset is None or path.endswith("|") or path == "-":
+                    yield TableEntry(key, read_rxfilename(rx))
+                    continue
+                # consecutive entries usually share an archive: keep it open and seek
+                if current is None or current[0] != path:
+                    stack.close()
+                    current = None
+                    f = stack.enter_context(_open_input(path))
+                    current = (path, f)
+                _seek(current[1], offset, path, rx)
+                value = read_value(current[1], rx)
+                yield TableEntry(key, value if rng is None else _apply_range(value, rng, rx))
+            except TableError as e:
+                yield TableEntry(key, None, TableError(f"{where}: {e}"))
+
+
+def _archive_entries(target: str) -> Iterator[TableEntry]:
+    seen: set[str] = set()
     with _open_input(target) as f:
         while True:
-            key = _read_key(f)
-            if key is None:
+            key = None
+            try:
+                key = _read_key(f, target)
+                if key is None:
+                    return
+                value = read_value(f, f"{target}: key {key!r}")
+            except TableError as e:
+                yield TableEntry(key or target, None, TableError(
+                    f"{e} (the rest of the archive cannot be read)"))
                 return
-            yield key, read_value(f, f"{target}: key {key!r}")
+            if key in seen:
+                yield TableEntry(key, None, TableError(f"{target}: duplicate key {key!r}"))
+                continue
+            seen.add(key)
+            yield TableEntry(key, value)
+
+
+def read_table(rspecifier: str) -> Iterator[tuple[str, np.ndarray]]:
+    """Iterate ``(key, array)`` over a table (``scp:FILE``, ``ark:FILE``, ``ark:-``, pipes).
+
+    Raises TableError (naming the file, line and key) at the first damaged entry or repeated
+    key; ``read_table_entries`` yields those instead.
+    """
+    for entry in read_table_entries(rspecifier):
+        if entry.error is not None:
+            raise entry.error
+        yield entry.key, entry.value
 
 
 def read_table_dict(rspecifier: str) -> dict[str, np.ndarray]:
     """Read a whole table into a dict ``key -> array`` (duplicate keys are an error)."""
-    out: dict[str, np.ndarray] = {}
-    for key, value in read_table(rspecifier):
-        if key in out:
-            raise TableError(f"{rspecifier}: duplicate key {key!r}")
-        out[key] = value
-    return out
+    return dict(read_table(rspecifier))
 
 
 class RandomAccessTable(Mapping):
@@ -378,7 +598,10 @@ class RandomAccessTable(Mapping):
             rx = self._index[key]
         except KeyError:
             raise KeyError(f"{self.rspecifier}: no key {key!r}") from None
-        return read_rxfilename(rx)
+        try:
+            return read_rxfilename(rx)
+        except TableError as e:
+            raise TableError(f"{self.rspecifier}: key {key!r}: {e}") from None
 
     def rxfilename(self, key: str) -> str:
         """The rxfilename (``ark:offset``) of ``key``."""
@@ -397,9 +620,9 @@ class RandomAccessTable(Mapping):
 def scan_archive(path: str) -> list[tuple[str, int]]:
     """Return ``(key, offset)`` of every object in the archive file ``path``."""
     out = []
-    with open(path, "rb") as f:
+    with _open_input(path) as f:
         while True:
-            key = _read_key(f)
+            key = _read_key(f, path)
             if key is None:
                 return out
             out.append((key, f.tell()))

@@ -4,7 +4,7 @@ An entry's value is one of
 
 - a path: ``/corpus/a.flac`` (relative paths are relative to the current directory, as in Kaldi);
 - a pipe: ``sox a.sph -t wav - |`` or ``cat a.wav |``, run through ``sh`` with its stdout read
-  as an audio file;
+  as an audio file; it must finish within the pipe timeout (``asrkit.io.pipes``);
 - a wav archive offset: ``wav.ark:1234``, a RIFF file stored at that byte offset of a Kaldi
   archive written by ``wav-copy`` (the offset points at ``RIFF``, after the key).
 """
@@ -14,11 +14,14 @@ from __future__ import annotations
 import os
 import re
 import struct
-import subprocess
 
 import numpy as np
 
-from asrkit.io.audio import AudioError, load_audio
+from asrkit.io.audio import STREAMED_SIZES, AudioError, load_audio
+from asrkit.io.pipes import PipeError, run_pipe
+
+# data sizes at or above this are placeholders of tools that cannot seek back, not real sizes
+_PLACEHOLDER_SIZE = 0x7FFF0000
 
 _OFFSET = re.compile(r"^(.*):(\d+)$")
 
@@ -31,8 +34,10 @@ def is_pipe(rxfilename: str) -> bool:
 def _fix_streamed_wav_sizes(data: bytes) -> bytes:
     """Patch the RIFF and data chunk sizes of a WAV written to a pipe.
 
-    Tools writing WAV to stdout (sox, ffmpeg) cannot seek back, so they leave the sizes 0 or
-    0xFFFFFFFF; Kaldi reads such streams by taking the data to the end, and so do we.
+    Tools writing WAV to stdout (sox, ffmpeg) cannot seek back, so they leave the sizes 0,
+    0xFFFFFFFF or a large placeholder; Kaldi reads such streams by taking the data to the end,
+    and so do we. Any other size larger than what came is a truncated stream, left for
+    ``load_audio`` to report.
     """
     if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
         return data
@@ -42,7 +47,7 @@ def _fix_streamed_wav_sizes(data: bytes) -> bytes:
         (size,) = struct.unpack_from("<I", data, pos + 4)
         if chunk_id == b"data":
             real = len(data) - pos - 8
-            if size != real and (size == 0 or size == 0xFFFFFFFF or size > real):
+            if size != real and (size in STREAMED_SIZES or size >= _PLACEHOLDER_SIZE):
                 out = bytearray(data)
                 struct.pack_into("<I", out, pos + 4, real)
                 struct.pack_into("<I", out, 4, len(data) - 8)
@@ -55,34 +60,33 @@ def _fix_streamed_wav_sizes(data: bytes) -> bytes:
 def read_pipe(command: str, timeout: float | None = None) -> bytes:
     """Run ``command`` (the part before the final ``|``) through the shell and return its stdout.
 
-    Raises ``AudioError`` with the exit status and the end of stderr when the command fails.
+    The command must finish within ``timeout`` seconds (default: the pipe timeout,
+    ``asrkit.io.pipes.pipe_timeout()``). Raises ``AudioError`` with the exit status and the end
+    of stderr when the command fails, or saying it timed out.
     """
-    cmd = command.rstrip()
-    if cmd.endswith("|"):
-        cmd = cmd[:-1].rstrip()
     try:
-        proc = subprocess.run(cmd, shell=True, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        raise AudioError(f"command '{cmd} |' timed out after {timeout} s") from e
-    if proc.returncode != 0:
-        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-3:]
-        raise AudioError(f"command '{cmd} |' exited with status {proc.returncode}"
-                         + (f": {' / '.join(tail)}" if tail else ""))
-    return proc.stdout
+        return run_pipe(command, timeout=timeout)
+    except PipeError as e:
+        raise AudioError(str(e)) from None
+    except OSError as e:
+        raise AudioError(f"{command}: {e.strerror or e}") from None
 
 
 def read_wav_ark_entry(path: str, offset: int) -> bytes:
     """Return the bytes of the RIFF file stored at byte ``offset`` of the archive ``path``."""
     try:
         with open(path, "rb") as f:
+            total = os.fstat(f.fileno()).st_size
             f.seek(offset)
             header = f.read(8)
             if len(header) < 8 or header[:4] != b"RIFF":
                 raise AudioError(f"{path}:{offset}: no RIFF header at this offset")
             (size,) = struct.unpack("<I", header[4:])
-            body = f.read(size)
+            body = f.read(min(size, max(total - offset - 8, 0)))
     except FileNotFoundError as e:
         raise AudioError(f"{path}: no such file") from e
+    except OSError as e:
+        raise AudioError(f"{path}: {e.strerror or e}") from e
     if len(body) < size:
         raise AudioError(f"{path}:{offset}: archive ends inside the wav ({len(body)} of "
                          f"{size} bytes)")

@@ -3,17 +3,21 @@
 The file is a plain ``.npz`` (readable by ``numpy.load`` without pickles): the entry
 ``__header__`` holds UTF-8 JSON as a uint8 array, every other entry is one named array. Writing
 goes through :func:`asrkit.utils.atomic_open`, so a crash never leaves a torn file.
+
+Reading goes through :class:`asrkit.utils.npz.NpzReader`: members are read only when asked for,
+each one's npy header checked (dtype, shape, size) before its data is, so a damaged or hostile
+file is an :class:`ArchiveError` naming it, never a crash, a huge allocation or a hang.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import zipfile
 
 import numpy as np
 
 from asrkit.utils import atomic_open
+from asrkit.utils.npz import NpzError, NpzReader
 
 HEADER = "__header__"
 
@@ -36,19 +40,67 @@ def save_archive(path: str | os.PathLike, header: dict, arrays: dict[str, np.nda
         np.savez(f, **entries)
 
 
-def load_archive(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
-    """Read an archive written by :func:`save_archive`; returns ``(header, {name: array})``."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ArchiveError(f"{path}: no such file")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if HEADER not in z.files:
-                raise ArchiveError(f"{path}: not an asrkit archive (no {HEADER} entry)")
-            header = json.loads(bytes(z[HEADER]).decode())
-            arrays = {k: z[k] for k in z.files if k != HEADER}
-    except (zipfile.BadZipFile, OSError, ValueError, json.JSONDecodeError) as e:
-        if isinstance(e, ArchiveError):
-            raise
-        raise ArchiveError(f"{path}: cannot read archive: {e}") from e
-    return header, arrays
+class Archive:
+    """An archive open for reading: ``header`` (the JSON dict), ``names`` (the arrays it holds)
+    and ``read(name, shape=None, kinds=...)`` (one checked array). A context manager."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        try:
+            self._npz = NpzReader(self.path)
+        except NpzError as e:
+            raise ArchiveError(str(e)) from None
+        try:
+            if HEADER not in self._npz:
+                raise ArchiveError(f"{self.path}: not an asrkit archive (no {HEADER} entry)")
+            raw = self._npz.read(HEADER, kinds="u", max_bytes=1 << 30)
+            if raw.ndim != 1 or raw.dtype != np.uint8:
+                raise ArchiveError(f"{self.path}: {HEADER} is not a byte string")
+            try:
+                header = json.loads(raw.tobytes().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                raise ArchiveError(f"{self.path}: corrupt header (not UTF-8 JSON: "
+                                   f"{str(e)[:200]})") from None
+            if not isinstance(header, dict):
+                raise ArchiveError(f"{self.path}: corrupt header (a JSON "
+                                   f"{type(header).__name__}, not an object)")
+        except (ArchiveError, NpzError) as e:
+            self.close()
+            raise ArchiveError(str(e)) from None
+        self.header = header
+
+    @property
+    def names(self) -> list[str]:
+        """The arrays in the file (the header excluded), in file order."""
+        return [n for n in self._npz.names if n != HEADER]
+
+    def __contains__(self, name: str) -> bool:
+        return name != HEADER and name in self._npz
+
+    def read(self, name: str, shape: tuple | None = None, kinds: str = "biufc") -> np.ndarray:
+        """The array ``name``; ``shape`` and ``kinds`` (dtype kinds, e.g. ``"f"``) are checked
+        against its npy header before the data is read. Raises ArchiveError naming the file."""
+        if name == HEADER:
+            raise ArchiveError(f"{self.path}: {HEADER} is not an array")
+        try:
+            return self._npz.read(name, shape=shape, kinds=kinds)
+        except NpzError as e:
+            raise ArchiveError(str(e)) from None
+
+    def close(self) -> None:
+        """Close the file."""
+        self._npz.close()
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def load_archive(path: str | os.PathLike, names=None) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read an archive written by :func:`save_archive`; returns ``(header, {name: array})``
+    with the arrays ``names`` (default: all of them)."""
+    with Archive(path) as a:
+        wanted = a.names if names is None else list(names)
+        return a.header, {k: a.read(k) for k in wanted}

@@ -13,9 +13,16 @@ import os
 import numpy as np
 
 from asrkit import ops
-from asrkit.config.acoustic_net import build_network, output_lengths
+from asrkit.config.acoustic_net import (
+    ConfigError,
+    build_network,
+    check_parameter_memory,
+    output_lengths,
+    parameter_shapes,
+    parse_network,
+)
 from asrkit.graph import Sequence, evaluate
-from asrkit.models.archive import ArchiveError, load_archive, save_archive
+from asrkit.models.archive import Archive, ArchiveError, save_archive
 
 FORMAT = "asrkit-model"
 VERSION = 1
@@ -108,26 +115,114 @@ class Model:
 
 
 def save(path: str | os.PathLike, model: Model) -> None:
-    """Write ``model`` (description + parameters) to ``path`` atomically."""
-    save_archive(path, model.header(), model.state_dict())
+    """Write ``model`` (description + parameters) to ``path`` atomically.
+
+    Raises ArchiveError (nothing is written) if a parameter holds NaN or inf: such a model
+    only ever outputs NaN, so it is never written as if it were a result.
+    """
+    values = model.state_dict()
+    bad = non_finite(values)
+    if bad:
+        raise ArchiveError(f"{os.fspath(path)}: not written: the parameters are not finite "
+                           f"({bad})")
+    save_archive(path, model.header(), values)
+
+
+def non_finite(values: dict[str, np.ndarray]) -> str:
+    """``""`` when every array of ``{name: array}`` is finite, else a short description of
+    the first few that are not (name and count of NaN/inf entries)."""
+    bad = []
+    for name, v in values.items():
+        n = int(v.size - np.count_nonzero(np.isfinite(v)))
+        if n:
+            bad.append(f"{name}: {n} NaN/inf of {v.size}")
+    if len(bad) > 3:
+        bad = bad[:3] + [f"{len(bad) - 3} more"]
+    return "; ".join(bad)
+
+
+def _check_header(header: dict, where: str) -> tuple[dict, int, list[str], int, dict,
+                                                     dict[str, tuple]]:
+    """Validate a model header; returns ``(network, input_dim, tokens, blank, reader,
+    {parameter name: shape})``. Raises ArchiveError naming ``where`` and the key."""
+    if header.get("format") != FORMAT:
+        raise ArchiveError(f"{where}: not an asrkit model (format {header.get('format')!r})")
+    version = header.get("version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ArchiveError(f"{where}: header key 'version': expected an integer, got "
+                           f"{version!r}")
+    if version > VERSION:
+        raise ArchiveError(f"{where}: model format version {version} is newer than "
+                           f"this asrkit reads ({VERSION})")
+    for key in ("network", "input_dim", "tokens", "blank", "params"):
+        if key not in header:
+            raise ArchiveError(f"{where}: header key '{key}' is missing")
+    input_dim, tokens, blank = header["input_dim"], header["tokens"], header["blank"]
+    if not isinstance(input_dim, int) or isinstance(input_dim, bool) or input_dim < 1:
+        raise ArchiveError(f"{where}: header key 'input_dim': expected a positive integer, got "
+                           f"{input_dim!r}")
+    if not isinstance(tokens, list) or not tokens or not all(
+            isinstance(t, str) and t for t in tokens):
+        raise ArchiveError(f"{where}: header key 'tokens': expected a list of token strings")
+    if not isinstance(blank, int) or isinstance(blank, bool) or not 0 <= blank < len(tokens):
+        raise ArchiveError(f"{where}: header key 'blank': {blank!r} is not a token id "
+                           f"(0..{len(tokens) - 1})")
+    reader = header.get("reader") or {}
+    if not isinstance(reader, dict):
+        raise ArchiveError(f"{where}: header key 'reader': expected an object, got {reader!r}")
+    try:
+        network = parse_network(header["network"], where)
+        check_parameter_memory(network, input_dim, len(tokens), where)
+    except ConfigError as e:
+        raise ArchiveError(str(e)) from None
+    shapes = parameter_shapes(network, input_dim, len(tokens))
+    names = header["params"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ArchiveError(f"{where}: header key 'params': expected a list of names")
+    if sorted(names) != sorted(shapes):
+        missing = sorted(set(shapes) - set(names))
+        unknown = sorted(set(names) - set(shapes))
+        raise ArchiveError(f"{where}: header key 'params' does not match the network: "
+                           f"missing {missing}, unknown {unknown}")
+    return network, input_dim, list(tokens), blank, reader, shapes
+
+
+def _model_from(header: dict, where: str, read) -> Model:
+    """A Model from a header and ``read(name, shape) -> float array`` (checked header first,
+    then each parameter, then that all are finite)."""
+    network, input_dim, tokens, blank, reader, shapes = _check_header(header, where)
+    values = {name: read(name, shape) for name, shape in shapes.items()}
+    bad = non_finite(values)
+    if bad:
+        raise ArchiveError(f"{where}: parameters are not finite ({bad})")
+    return Model(network, input_dim, tokens, blank, params=values, reader=reader)
 
 
 def model_from_archive(header: dict, arrays: dict, where: str = "<model>") -> Model:
     """Rebuild a Model from an archive's header and arrays (see :func:`load`)."""
-    if header.get("format") != FORMAT:
-        raise ArchiveError(f"{where}: not an asrkit model (format {header.get('format')!r})")
-    if int(header.get("version", 0)) > VERSION:
-        raise ArchiveError(f"{where}: model format version {header['version']} is newer than "
-                           f"this asrkit reads ({VERSION})")
-    names = header["params"]
-    missing = [n for n in names if n not in arrays]
-    if missing:
-        raise ArchiveError(f"{where}: parameters missing from the file: {', '.join(missing)}")
-    return Model(header["network"], header["input_dim"], header["tokens"], header["blank"],
-                 params={n: arrays[n] for n in names}, reader=header.get("reader"))
+    def read(name, shape):
+        if name not in arrays:
+            raise ArchiveError(f"{where}: parameter {name!r} is missing")
+        v = np.asarray(arrays[name])
+        if v.shape != shape or v.dtype.kind != "f":
+            raise ArchiveError(f"{where}: parameter {name!r} is {v.dtype} {list(v.shape)}, "
+                               f"the network needs float {list(shape)}")
+        return v
+
+    return _model_from(header, where, read)
 
 
 def load(path: str | os.PathLike) -> Model:
-    """Read a model written by :func:`save`; returns a :class:`Model` ready for inference."""
-    header, arrays = load_archive(path)
-    return model_from_archive(header, arrays, os.fspath(path))
+    """Read a model written by :func:`save`; returns a :class:`Model` ready for inference.
+
+    Only the parameters the header names are read, each checked against the shape the network
+    description gives it before its data is. Raises ArchiveError naming the file.
+    """
+    with Archive(path) as archive:
+        def read(name, shape):
+            if name not in archive:
+                raise ArchiveError(f"{archive.path}: parameter {name!r} is missing from the "
+                                   "file")
+            return archive.read(name, shape=shape, kinds="f").astype(np.float32, copy=False)
+
+        return _model_from(archive.header, archive.path, read)

@@ -6,6 +6,7 @@
 is what ``asrkit train CONFIG.toml`` runs (under ``mpiexec -n N`` for N data-parallel ranks).
 """
 
+from asrkit.io.tokens import TokenError, TokenTable, make_token_table
 from asrkit.training.checkpoint import latest_checkpoint, read_checkpoint
 from asrkit.training.config import (
     CriterionConfig,
@@ -17,7 +18,6 @@ from asrkit.training.config import (
 )
 from asrkit.training.optim import LearnerConfig, Optimizer, Schedule, clip_gradients
 from asrkit.training.reader import Batch, Reader, ReaderConfig, ReaderError, pad_batch
-from asrkit.training.tokens import TokenError, TokenTable, make_token_table
 from asrkit.training.trainer import Trainer, TrainingError
 
 __all__ = [

@@ -14,7 +14,12 @@ import dataclasses
 import os
 import tomllib
 
-from asrkit.config.acoustic_net import ConfigError, parse_network
+from asrkit.config.acoustic_net import (
+    ConfigError,
+    check_interval,
+    check_parameter_memory,
+    parse_network,
+)
 from asrkit.training.optim import LEARNER_TYPES, LearnerConfig
 from asrkit.training.reader import ReaderConfig, reader_config_from_dict
 
@@ -89,7 +94,28 @@ class TrainConfig:
                 "train": dataclasses.asdict(self.train)}
 
 
+# every number a user can give, as a mathematical interval (NaN and inf are never accepted)
+RANGES = {
+    CriterionConfig: {"blank": "[-1, inf)", "label_smoothing": "[0, 1)"},
+    LearnerConfig: {"lr": "(0, inf)", "momentum": "[0, 1)", "momentum_time_constant": "[0, inf)",
+                    "beta1": "[0, 1)", "beta2": "[0, 1)", "eps": "(0, inf)",
+                    "variance_time_constant": "(0, inf)", "target_denominator": "(0, inf)",
+                    "l2": "[0, inf)", "clip_norm": "[0, inf)", "clip_value": "[0, inf)",
+                    "warmup_steps": "[0, inf)", "decay": "(0, inf)", "newbob_factor": "(0, 1]",
+                    "newbob_threshold": "(-inf, inf)", "min_lr": "[0, inf)"},
+    DistributedConfig: {"block_size": "[1, inf)", "block_lr": "(0, inf)",
+                        "onebit_min_size": "[0, inf)"},
+    TrainSection: {"epochs": "[1, inf)", "checkpoint_every": "[0, inf)",
+                   "keep_checkpoints": "[0, inf)", "log_every": "[0, inf)",
+                   "max_steps": "[0, inf)", "seed": "[0, 9.2e18]"},
+}
+# learner slots per parameter (momentum, Adam's moments, FSAdaGrad's mean squares)
+LEARNER_SLOTS = {"sgd": 1, "adam": 2, "adamw": 2, "fsadagrad": 2}
+
+
 def _section(cls, data: dict, where: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a table, got {data!r}")
     defaults = cls()
     kwargs = {}
     names = {f.name for f in dataclasses.fields(cls)}
@@ -101,6 +127,8 @@ def _section(cls, data: dict, where: str):
             v = float(v)
         if not isinstance(v, want) or (want is int and isinstance(v, bool)):
             raise ConfigError(f"{where}.{k}: expected {want.__name__}, got {v!r}")
+        if k in RANGES.get(cls, {}):
+            check_interval(v, RANGES[cls][k], f"{where}.{k}")
         kwargs[k] = v
     return cls(**kwargs)
 
@@ -117,6 +145,8 @@ def parse_override(text: str) -> tuple[str, str, object]:
         raise ConfigError(f"--set {text!r}: expected section.key=value")
     lhs, rhs = text.split("=", 1)
     section, key = lhs.strip().split(".", 1)
+    if not section or not all(key.split(".")):
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
     try:
         value = tomllib.loads(f"v = {rhs.strip()}")["v"]
     except tomllib.TOMLDecodeError:
@@ -132,12 +162,19 @@ def parse_train_config(data: dict, path: str = "<config>", overrides=()) -> Trai
         node = data.setdefault(section, {})
         parts = key.split(".")
         for p in parts[:-1]:
+            if not isinstance(node, dict):
+                break
             node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {text!r}: {section}.{'.'.join(parts[:-1])} is not a "
+                              "table")
         node[parts[-1]] = value
     known = ("network", "criterion", "reader", "learner", "distributed", "train")
-    for k in data:
+    for k, v in data.items():
         if k not in known:
             raise ConfigError(f"{path}: unknown section [{k}] (known: {', '.join(known)})")
+        if not isinstance(v, dict):
+            raise ConfigError(f"{path}: [{k}] must be a table ([{k}] header), got {v!r}")
     if "network" not in data:
         raise ConfigError(f"{path}: missing section [network]")
     reader_data = dict(data.get("reader", {}))
@@ -159,22 +196,18 @@ def parse_train_config(data: dict, path: str = "<config>", overrides=()) -> Trai
                           ".frame_targets (an rspecifier of per-frame class ids)")
     learner = _section(LearnerConfig, data.get("learner", {}), f"{path}: [learner]")
     _choice(learner.type, LEARNER_TYPES, f"{path}: [learner].type")
-    if learner.lr <= 0:
-        raise ConfigError(f"{path}: [learner].lr: must be > 0, got {learner.lr}")
-    for key in ("variance_time_constant", "target_denominator"):
-        if getattr(learner, key) <= 0:
-            raise ConfigError(f"{path}: [learner].{key}: must be > 0, got "
-                              f"{getattr(learner, key)}")
     dist = _section(DistributedConfig, data.get("distributed", {}), f"{path}: [distributed]")
     _choice(dist.mode, ("allreduce", "1bit", "bmuf"), f"{path}: [distributed].mode")
     _choice(dist.minibatch, ("global", "per_rank"), f"{path}: [distributed].minibatch")
     _choice(dist.lr_scale, ("none", "linear", "sqrt"), f"{path}: [distributed].lr_scale")
-    if dist.block_size < 1:
-        raise ConfigError(f"{path}: [distributed].block_size: must be >= 1")
+    if dist.block_momentum != -1.0:  # -1: the default, 1 - 1/N
+        check_interval(dist.block_momentum, "[0, 1)", f"{path}: [distributed].block_momentum")
     train = _section(TrainSection, data.get("train", {}), f"{path}: [train]")
     _choice(train.device, ("cpu", "cuda"), f"{path}: [train].device")
-    if train.epochs < 1:
-        raise ConfigError(f"{path}: [train].epochs: must be >= 1, got {train.epochs}")
+    # parameters, gradients and the learner's slots (before the data gives the input size);
+    # activations need the other half
+    check_parameter_memory(network, 1, 1, path, copies=2 + LEARNER_SLOTS[learner.type],
+                           what="parameters, gradients and learner state", share=0.5)
     return TrainConfig(network, criterion, reader, learner, dist, train, path)
 
 
@@ -191,6 +224,10 @@ def load_train_config(path: str | os.PathLike, overrides=(), data_dir: str | Non
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     overrides = list(overrides)
     if data_dir:
         overrides.append(f"reader.data_dir={_toml_str(data_dir)}")

@@ -27,7 +27,7 @@ import numpy as np
 
 from asrkit.distributed import shard_by_duration
 from asrkit.io import DataDir, read_rxfilename
-from asrkit.training.tokens import TokenError, TokenTable
+from asrkit.io.tokens import TokenError, TokenTable
 
 
 class ReaderError(ValueError):
@@ -44,19 +44,28 @@ class ReaderConfig:
     #                                    (e.g. "scp:ali.scp" from ali-to-pdf), one per output
     #                                    frame; replaces the transcripts
     cv_data_dir: str = ""              # held-out data dir for the per-epoch CV (optional)
-    unit: str = "char"                 # char | word | piece (see asrkit.training.tokens)
+    unit: str = "char"                 # char | word | piece (see asrkit.io.tokens)
     minibatch_frames: int = 4000       # padded frames per minibatch (global, over all ranks)
     max_utts: int = 0                  # at most this many utterances per minibatch (0: no limit)
     bucket_pool: int = 1000            # utterances sorted by length together
     shuffle: bool = True               # shuffle utterances and minibatches every epoch
     seed: int = 0                      # shuffling and augmentation seed
-    cmvn: str = "speaker"              # speaker (cmvn.scp; none if absent) | utterance | none
+    cmvn: str = "speaker"              # speaker (cmvn.scp; none if absent) | utterance |
+    #                                    sliding | none (asrkit.features.normalize)
     norm_vars: bool = False            # CMVN also normalises variances
+    cmn_window: int = 600              # sliding: window in frames (apply-cmvn-sliding's)
+    min_cmn_window: int = 100          # sliding: shortest window at the start (not centred)
+    cmn_center: bool = False           # sliding: window centred on the frame, else trailing
     max_frames: int = 0                # skip utterances longer than this (0: keep all)
     stack_frames: int = 1              # low frame rate: stack this many frames ...
     subsample_frames: int = 1          # ... every this many (done by the network's first op)
     spec_augment: dict = dataclasses.field(default_factory=dict)  # asrkit.features.spec_augment
     #                                    options; empty: no augmentation
+
+    def normalization(self) -> dict:
+        """The feature normalisation settings (kept in model files and model folders)."""
+        return {"cmvn": self.cmvn, "norm_vars": self.norm_vars, "cmn_window": self.cmn_window,
+                "min_cmn_window": self.min_cmn_window, "cmn_center": self.cmn_center}
 
 
 @dataclasses.dataclass
@@ -133,6 +142,7 @@ class Reader:
         self.log = log if log is not None else (lambda msg: print(msg, file=sys.stderr))
         self.tokens = tokens or TokenTable.read(config.tokens, config.unit)
         self.problems: list[tuple[str, str]] = []
+        self._reported: set[tuple[str, str]] = set()
         d = DataDir.read(self.data_dir)
         self.datadir = d
         if not d.has("feats.scp"):
@@ -220,6 +230,10 @@ class Reader:
 
     # -- problems -------------------------------------------------------------------------
     def _skip(self, utt: str, reason: str) -> None:
+        """Report and count a bad utterance (once, however many epochs meet it)."""
+        if (utt, reason) in self._reported:
+            return
+        self._reported.add((utt, reason))
         self.problems.append((utt, reason))
         self.log(f"reader: skipping utterance {utt} of {self.data_dir}: {reason}")
 
@@ -256,19 +270,19 @@ class Reader:
         return m
 
     def _normalise(self, utt: str, m: np.ndarray) -> np.ndarray:
-        from asrkit.features import apply_cmvn, cmvn_stats
+        from asrkit.features import normalize
 
-        mode = self.config.cmvn
-        if mode == "utterance":
-            return apply_cmvn(m, cmvn_stats(m), norm_vars=self.config.norm_vars)
-        if mode == "speaker":
+        norm = self.config.normalization()
+        stats = None
+        if norm["cmvn"] == "speaker":
             spk = self.utt2spk.get(utt)
             if spk not in self.cmvn_scp:
                 return m
             if spk not in self._cmvn_cache:
                 self._cmvn_cache[spk] = np.asarray(read_rxfilename(self.cmvn_scp[spk]))
-            return apply_cmvn(m, self._cmvn_cache[spk], norm_vars=self.config.norm_vars)
-        return m
+            stats = self._cmvn_cache[spk]
+        return normalize(m, norm["cmvn"], norm["norm_vars"], stats, norm["cmn_window"],
+                         norm["min_cmn_window"], norm["cmn_center"])
 
     # -- planning -------------------------------------------------------------------------
     def plan(self, epoch: int) -> list[list[str]]:
@@ -302,18 +316,31 @@ class Reader:
         return batches
 
     def load(self, utt_ids: list[str], epoch: int = 0, index: int = 0) -> Batch:
-        """Read, normalise and (training) augment ``utt_ids`` into a padded Batch."""
+        """Read, normalise and (training) augment ``utt_ids`` into a padded Batch.
+
+        An utterance whose features cannot be read, have no frames or the wrong dimension,
+        hold NaN/inf (before or after CMVN), or whose speaker's CMVN stats cannot be applied
+        is reported by id, counted in ``problems`` and left out of the batch.
+        """
         feats, targets, kept, skipped = [], [], [], []
         for u in utt_ids:
             m = self._read(u)
-            if m is None or len(m) == 0 or (self.dim is not None and m.shape[1] != self.dim):
-                reason = "unreadable features" if m is None else (
-                    "zero feature frames" if len(m) == 0 else
-                    f"feature dimension {m.shape[1]}, expected {self.dim}")
+            reason = self._feature_problem(m)
+            if reason is None:
+                try:
+                    m = self._normalise(u, m)
+                except Exception as e:  # noqa: BLE001 - unreadable or mismatched stats
+                    reason = (f"cannot apply the CMVN stats of speaker {self.utt2spk.get(u)!r} "
+                              f"({type(e).__name__}: {str(e)[:200]})")
+                else:
+                    bad = _non_finite(m)
+                    if bad:
+                        reason = f"{bad} after CMVN ({self.config.cmvn})"
+            if reason is not None:
                 self._skip(u, reason)
                 skipped.append((u, reason))
                 continue
-            feats.append(self._normalise(u, m))
+            feats.append(m)
             targets.append(self.targets[u])
             kept.append(u)
         x, lengths, y, tl = pad_batch(feats, targets, self.dim or 0)
@@ -324,6 +351,16 @@ class Reader:
             x = spec_augment(x, lengths=lengths, rng=np.random.default_rng(seed),
                              **self.config.spec_augment)
         return Batch(x, lengths, y, tl, kept, index, skipped)
+
+    def _feature_problem(self, m: np.ndarray | None) -> str | None:
+        """Why features just read cannot be used (None: they can)."""
+        if m is None:
+            return "unreadable features"
+        if len(m) == 0:
+            return "zero feature frames"
+        if self.dim is not None and m.shape[1] != self.dim:
+            return f"feature dimension {m.shape[1]}, expected {self.dim}"
+        return _non_finite(m)
 
     def batches(self, epoch: int, start: int = 0) -> Iterator[Batch]:
         """Yield the Batches of ``epoch`` from plan index ``start`` (the resume position)."""
@@ -337,6 +374,28 @@ class Reader:
     def total_frames(self) -> int:
         """Input frames of this rank's shard."""
         return sum(self.num_frames[u] for u in self.utts)
+
+
+def _non_finite(m: np.ndarray) -> str | None:
+    """None when every value of ``m [T, D]`` is finite, else what is wrong and where."""
+    finite = np.isfinite(m)
+    if finite.all():
+        return None
+    nan = int(np.isnan(m).sum())
+    frame = int(np.argmin(finite.all(axis=1)))
+    return (f"the features hold {nan} NaN and {int(m.size - finite.sum()) - nan} inf values "
+            f"(first at frame {frame})")
+
+
+# every number of the [reader] section, as a mathematical interval (see check_interval)
+READER_RANGES = {"minibatch_frames": "[1, inf)", "max_utts": "[0, inf)",
+                 "bucket_pool": "[1, inf)", "seed": "[0, 9.2e18]", "max_frames": "[0, inf)",
+                 "stack_frames": "[1, 1024]", "subsample_frames": "[1, 1024]"}
+# SpecAugment options: interval of each number (mask counts beyond this are typos: each mask
+# is a pass over the utterance)
+SPEC_AUGMENT_RANGES = {"num_freq_masks": "[0, 100]", "num_time_masks": "[0, 100]",
+                       "freq_mask_width": "[0, inf)", "time_mask_width": "[0, inf)",
+                       "time_mask_fraction": "[0, 1]", "time_warp": "[0, inf)"}
 
 
 def reader_config_from_dict(section: dict, where: str, error=ValueError) -> ReaderConfig:
@@ -357,19 +416,51 @@ def reader_config_from_dict(section: dict, where: str, error=ValueError) -> Read
     cfg = ReaderConfig(**kwargs)
     if cfg.unit not in ("char", "word", "piece"):
         raise error(f"{where}.unit: expected char, word or piece, got {cfg.unit!r}")
-    if cfg.cmvn not in ("speaker", "utterance", "none"):
-        raise error(f"{where}.cmvn: expected speaker, utterance or none, got {cfg.cmvn!r}")
-    if cfg.minibatch_frames < 1:
-        raise error(f"{where}.minibatch_frames: must be >= 1, got {cfg.minibatch_frames}")
+    from asrkit.features.cmvn import NormalizeOptionError, check_normalize_options
+
+    try:
+        check_normalize_options(cfg.cmvn, cfg.cmn_window, cfg.min_cmn_window, cfg.cmn_center)
+    except NormalizeOptionError as e:
+        key = {"mode": "cmvn", "min_window": "min_cmn_window", "center": "cmn_center"}.get(
+            e.option, e.option)
+        raise error(f"{where}.{key}: {e.reason}") from None
+    from asrkit.config.acoustic_net import check_interval
+
+    for k, interval in READER_RANGES.items():
+        check_interval(getattr(cfg, k), interval, f"{where}.{k}", error)
     if cfg.spec_augment:
-        import inspect
-
-        from asrkit.features import spec_augment
-
-        known = set(inspect.signature(spec_augment).parameters) - {"feats", "lengths", "seed",
-                                                                      "rng"}
-        for k in cfg.spec_augment:
-            if k not in known:
-                raise error(f"{where}.spec_augment.{k}: unknown option (known: "
-                            f"{', '.join(sorted(known))})")
+        _check_spec_augment(cfg.spec_augment, f"{where}.spec_augment", error)
     return cfg
+
+
+def _check_spec_augment(options: dict, where: str, error) -> None:
+    """Names, types and ranges of ``[reader.spec_augment]``; then one trial run on a tiny
+    batch, so a value the options' own checks refuse fails here, naming the section."""
+    import inspect
+
+    from asrkit.config.acoustic_net import check_interval
+    from asrkit.features import spec_augment
+
+    params = inspect.signature(spec_augment).parameters
+    known = set(params) - {"feats", "lengths", "seed", "rng"}
+    for k, v in options.items():
+        if k not in known:
+            raise error(f"{where}.{k}: unknown option (known: {', '.join(sorted(known))})")
+        default = params[k].default
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            want = "integer" if isinstance(default, int) else "number"
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (
+                    isinstance(default, int) and not isinstance(v, int)):
+                if not (k == "mask_value" and v == "mean"):
+                    raise error(f"{where}.{k}: expected an {want}, got {v!r}")
+            if k in SPEC_AUGMENT_RANGES:
+                check_interval(v, SPEC_AUGMENT_RANGES[k], f"{where}.{k}", error)
+            elif isinstance(v, (int, float)):
+                check_interval(v, "(-inf, inf)", f"{where}.{k}", error)
+        elif isinstance(default, str) and not isinstance(v, str):
+            raise error(f"{where}.{k}: expected a string, got {v!r}")
+    try:
+        spec_augment(np.zeros((8, 1, 4), np.float32), lengths=np.array([8], np.int32),
+                     rng=np.random.default_rng(0), **options)
+    except (ValueError, TypeError) as e:
+        raise error(f"{where}: {e}") from None

@@ -42,6 +42,7 @@ from asrkit import ops
 from asrkit.config.acoustic_net import output_lengths
 from asrkit.distributed import BlockMomentum, Communicator, OneBitAggregator, get_communicator
 from asrkit.graph import Executor, evaluate, forward_backward, get_plan, input_variable
+from asrkit.io.tokens import TokenTable
 from asrkit.models import Model, save
 from asrkit.training.checkpoint import (
     flatten,
@@ -54,7 +55,6 @@ from asrkit.training.config import TrainConfig
 from asrkit.training.device_optim import DeviceOptimizer
 from asrkit.training.optim import Optimizer, Schedule, clip_gradients
 from asrkit.training.reader import Batch, Reader
-from asrkit.training.tokens import TokenTable
 from asrkit.utils import atomic_write_text, progress
 
 
@@ -99,7 +99,7 @@ class Trainer:
         blank = config.criterion.blank if config.criterion.blank >= 0 else reader.tokens.blank
         if model is None:
             model = Model(config.network, reader.dim, reader.tokens.symbols, blank,
-                          reader={"cmvn": rc.cmvn, "norm_vars": rc.norm_vars, "unit": rc.unit})
+                          reader={**rc.normalization(), "unit": rc.unit})
         if model.input_dim != reader.dim:
             raise TrainingError(f"the model takes {model.input_dim}-dim features; "
                                 f"{reader.data_dir} has {reader.dim}")

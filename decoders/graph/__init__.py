@@ -15,6 +15,7 @@ _EXPORTS = {
     "ILABEL_OFFSET": "asrkit.decoders.graph.tokens",
     "TokenTable": "asrkit.decoders.graph.tokens",
     "read_tokens": "asrkit.decoders.graph.tokens",
+    "graph_symbols": "asrkit.decoders.graph.tokens",
     "ctc_topology": "asrkit.decoders.graph.tokens",
     "Pronunciation": "asrkit.decoders.graph.lexicon",
     "read_lexicon": "asrkit.decoders.graph.lexicon",

@@ -26,7 +26,7 @@ from collections import Counter
 import numpy as np
 
 from asrkit.decoders.fst import Fst, FstBuilder, SymbolTable
-from asrkit.decoders.graph.tokens import TokenTable
+from asrkit.decoders.graph.tokens import TokenTable, graph_symbols
 
 
 @dataclasses.dataclass
@@ -126,9 +126,9 @@ def lexicon_fst(lexicon: list[Pronunciation], tokens: TokenTable, words: SymbolT
                 num_disambig: int, sil_token: str | None = None, sil_prob: float = 0.5,
                 dtype=np.float32) -> Fst:
     """The lexicon transducer L with disambiguation symbols (L_disambig in Kaldi): input labels
-    are graph token labels (``tokens.graph_symbols(num_disambig + 1)``, ``#k`` included), output
+    are graph token labels (``graph_symbols(tokens, num_disambig + 1)``, ``#k`` included), output
     labels word ids from ``words``. ``num_disambig`` is ``add_disambig``'s result."""
-    isyms = tokens.graph_symbols(num_disambig + 1)
+    isyms = graph_symbols(tokens, num_disambig + 1)
     b = FstBuilder(isymbols=isyms, osymbols=words)
     tok_id = {s: isyms.id(s) for s in tokens.symbols}
     if sil_token is not None:

@@ -14,7 +14,9 @@ A graph folder holds ``TLG.npz`` (asrkit binary), ``TLG.fst.txt`` (OpenFst text 
 ``fstcompile --isymbols=tokens.txt --osymbols=words.txt TLG.fst.txt TLG.fst``), ``tokens.txt``
 (graph input symbols: network index + 1), ``words.txt``, ``disambig_tokens.int`` /
 ``disambig_words.int`` (Kaldi's disambig.int, the ids removed in step 3), ``L_disambig.npz``,
-``G.npz``, ``LG.npz`` and ``graph.json`` (sizes, options, ``ilabel_offset``, blank).
+``G.npz``, ``LG.npz``, ``graph.json`` (sizes, options, ``ilabel_offset``, blank) and the lexicon
+the graph was built from (``lexicon.txt``, or ``lexiconp.txt`` when it has probabilities), so the
+folder is complete: ``graph.json``'s ``lexicon`` names that copy, ``lexicon_source`` the original.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class Graph:
     words: SymbolTable
     timings: dict = dataclasses.field(default_factory=dict)
     info: dict = dataclasses.field(default_factory=dict)
+    lexicon: list = dataclasses.field(default_factory=list)  # Pronunciations L was built from
 
     def sizes(self) -> dict:
         """{name: {"states": S, "arcs": A}} for T, L, G, LG and TLG."""
@@ -102,7 +105,15 @@ class Graph:
                           "".join(f"{i}\n" for i in disambig_ids(graph_in)))
         atomic_write_text(path("disambig_words.int"),
                           "".join(f"{i}\n" for i in disambig_ids(self.words)))
-        info = dict(self.info, sizes=self.sizes(), timings_s=self.timings,
+        info = dict(self.info)
+        if self.lexicon:
+            probs = any(p.prob != 1.0 for p in self.lexicon)
+            name = "lexiconp.txt" if probs else "lexicon.txt"
+            atomic_write_text(path(name), "".join(
+                " ".join([p.word] + ([repr(p.prob)] if probs else []) + list(p.tokens)) + "\n"
+                for p in self.lexicon))
+            info["lexicon_source"], info["lexicon"] = info.get("lexicon"), name
+        info = dict(info, sizes=self.sizes(), timings_s=self.timings,
                     ilabel_offset=ILABEL_OFFSET, blank=self.tokens.symbols[self.tokens.blank],
                     blank_ilabel=self.tokens.blank + ILABEL_OFFSET,
                     num_tokens=self.tokens.num_tokens, semiring=self.TLG.semiring,
@@ -139,7 +150,7 @@ def make_graph(tokens_path, lexicon_path, lm=None, word_loop=None, grammar_path=
     from asrkit.decoders.graph.grammar import arpa_to_fst, word_loop_fst
     from asrkit.decoders.graph.jsgf import read_grammar
     from asrkit.decoders.graph.lexicon import add_disambig, lexicon_fst, read_lexicon, word_symbols
-    from asrkit.decoders.graph.tokens import read_tokens
+    from asrkit.decoders.graph.tokens import graph_symbols, read_tokens
 
     sources = [x is not None and x is not False for x in (lm, word_loop, grammar_path)]
     if sum(sources) != 1:
@@ -182,11 +193,12 @@ def make_graph(tokens_path, lexicon_path, lm=None, word_loop=None, grammar_path=
         info["grammar"] = "word-loop"
     timings["G"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    token_symbols = toks.graph_symbols(ndis + 1)
+    token_symbols = graph_symbols(toks, ndis + 1)
     L = lexicon_fst(lexicon, toks, words, ndis, sil_token=sil_token, sil_prob=sil_prob)
     timings["L"] = time.perf_counter() - t0
     graph = build_graph(toks, L, G, words, token_symbols, info, max_states=max_states)
     graph.timings = {**timings, **graph.timings}
+    graph.lexicon = lexicon
     return graph
 
 

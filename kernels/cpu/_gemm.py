@@ -31,7 +31,7 @@ import time
 import numpy as np
 from numba import njit
 
-ROW_MAJOR, NO_TRANS = 101, 111
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
 SMALL_GEMM_MNK = 1_000_000  # OpenBLAS's small-matrix limit (m*n*k)
 WHOLE, COLUMN_BLOCKS, K_BLOCKS = 0, 1, 2
 
@@ -97,7 +97,7 @@ def _blas_gemm(char: str):
 
 
 def _fallback_gemm(char: str):
-    """A numba ``cfunc`` with CBLAS's signature (row-major, no transposes only)."""
+    """A numba ``cfunc`` with CBLAS's signature (row-major, either operand transposed)."""
     from numba import carray, cfunc, types
 
     real = types.float32 if char == "s" else types.float64
@@ -108,16 +108,23 @@ def _fallback_gemm(char: str):
 
     @cfunc(sig, cache=True, nogil=True)
     def gemm(order, ta, tb, M, N, K, alpha, pa, lda, pb, ldb, beta, pc, ldc):
-        A = carray(pa, (max(M - 1, 0) * lda + K,), dt)
-        B = carray(pb, (max(K - 1, 0) * ldb + N,), dt)
+        # op(A) [M, K] is A [M, K] or, transposed (ta == TRANS), A [K, M]; likewise op(B) [K, N]
+        A = carray(pa, ((max(K - 1, 0) * lda + M) if ta == TRANS else
+                        (max(M - 1, 0) * lda + K),), dt)
+        B = carray(pb, ((max(N - 1, 0) * ldb + K) if tb == TRANS else
+                        (max(K - 1, 0) * ldb + N),), dt)
         C = carray(pc, (max(M - 1, 0) * ldc + N,), dt)
         for i in range(M):
             for j in range(N):
                 C[i * ldc + j] = beta * C[i * ldc + j] if beta != 0 else 0
             for k in range(K):
-                a = alpha * A[i * lda + k]
-                for j in range(N):
-                    C[i * ldc + j] += a * B[k * ldb + j]
+                a = alpha * (A[k * lda + i] if ta == TRANS else A[i * lda + k])
+                if tb == TRANS:
+                    for j in range(N):
+                        C[i * ldc + j] += a * B[j * ldb + k]
+                else:
+                    for j in range(N):
+                        C[i * ldc + j] += a * B[k * ldb + j]
 
     return _prototype(ctypes.c_float if char == "s" else ctypes.c_double,
                       ctypes.c_int64)(gemm.address)

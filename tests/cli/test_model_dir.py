@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from asrkit.cli._model_dir import quiet_cuts
 from asrkit.models import Model, save
+from asrkit.recognizer import quiet_cuts
 
 TOKENS = ["<blk>", "one", "two", "three"]
 

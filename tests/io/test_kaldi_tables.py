@@ -203,3 +203,151 @@ def test_kaldi_copy_feats_reads_our_archive(tmp_path, tables):
     out = tmp_path / "copy.ark"
     subprocess.run(["copy-feats", f"scp:{scp}", f"ark:{out}"], check=True)
     assert out.read_bytes() == ark.read_bytes()
+
+
+# ------------------------------------------------------------------ compressed matrices
+
+def _feature_like(rng, rows, cols):
+    """Log-mel-like values: a different offset and spread per column, as copy-feats sees."""
+    return (rng.standard_normal((rows, cols)) * rng.uniform(0.5, 4, cols)
+            + rng.uniform(-5, 15, cols)).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(40, 23), (9, 3), (4, 5), (1, 2), (6, 1)])
+def test_compressed_matrices_decode_as_kaldi_does(tmp_path, rng, fmt, shape):
+    """Archives as copy-feats --compress=true writes them (bytes from compressed-matrix.cc, see
+    tests/io/kaldi_compress.py) read back exactly as Kaldi's CopyToMat computes them."""
+    from tests.io.kaldi_compress import compressed_matrix_bytes, decompress
+
+    mats = {"a": _feature_like(rng, *shape), "b": np.full(shape, 2.5, np.float32),
+            "c": _feature_like(rng, shape[0] + 2, shape[1])}
+    blobs = {k: compressed_matrix_bytes(m, fmt) for k, m in mats.items()}
+    ark = tmp_path / "c.ark"
+    ark.write_bytes(b"".join(k.encode() + b" " + b for k, b in blobs.items()))
+    got = read_table_dict(f"ark:{ark}")
+    for key, m in mats.items():
+        ref = decompress(blobs[key])  # Kaldi's formulas, element by element
+        assert got[key].dtype == np.float32 and got[key].shape == m.shape
+        np.testing.assert_array_equal(got[key], ref)
+        # and the quantisation error is what the format allows
+        step = {1: (m.max() - m.min()) / 63 + 1e-6, 2: (m.max() - m.min()) / 65535 + 1e-6,
+                3: (m.max() - m.min()) / 255 + 1e-6}[fmt]
+        assert np.abs(got[key] - m).max() <= max(step, 1e-5) * 1.01
+    # through a script file with offsets and a row range, and random access
+    scp = tmp_path / "c.scp"
+    data = ark.read_bytes()
+    scp.write_text("".join(f"{k} {ark}:{data.index(k.encode() + b' ' + b[:4]) + 2}\n"
+                           for k, b in blobs.items()))
+    np.testing.assert_array_equal(RandomAccessTable(f"scp:{scp}")["c"], got["c"])
+    rx = dict(read_script(str(scp)))["c"]
+    np.testing.assert_array_equal(read_rxfilename(rx + "[1:2]"), got["c"][1:3])
+
+
+@pytest.mark.parametrize("fmt,method", [(1, 2), (2, 3), (3, 5)])
+def test_compressed_bytes_agree_with_kaldiio(tmp_path, rng, fmt, method):
+    """kaldiio (a second, independent implementation) writes the same bytes for typical feature
+    matrices, and reads our archive to the same values. Two known kaldiio deviations from
+    compressed-matrix.cc are avoided: it adds the 0.499 rounding term in float32 (Kaldi: double)
+    and it computes the percentiles of matrices under 5 rows in float."""
+    kaldiio = pytest.importorskip("kaldiio")
+    from tests.io.kaldi_compress import compressed_matrix_bytes
+
+    m = _feature_like(rng, 30, 13)
+    ours = compressed_matrix_bytes(m, fmt)
+    kaldiio.save_ark(str(tmp_path / "k.ark"), {"u": m}, compression_method=method)
+    theirs = (tmp_path / "k.ark").read_bytes()[2:]
+    a = np.frombuffer(ours, np.uint8).astype(int)
+    b = np.frombuffer(theirs, np.uint8).astype(int)
+    assert a.shape == b.shape and ours[:22] == theirs[:22]
+    assert np.mean(a != b) < 0.01  # only the float32 rounding-term ties differ
+    (tmp_path / "o.ark").write_bytes(b"u " + ours)
+    np.testing.assert_allclose(read_table_dict(f"ark:{tmp_path / 'o.ark'}")["u"],
+                               dict(kaldiio.load_ark(str(tmp_path / "o.ark")))["u"],
+                               rtol=0, atol=1e-5)
+
+
+# ------------------------------------------------------------------ damage is an error
+
+def _fm(m):
+    return (b"\0BFM \x04" + struct.pack("<i", m.shape[0]) + b"\x04" + struct.pack("<i", m.shape[1])
+            + m.astype("<f4").tobytes())
+
+
+def test_negative_and_impossible_dimensions(tmp_path, tables):
+    good = _fm(tables["utt-a"])
+    for rows, message in ((-3, "negative FM row count -3"),
+                          (2**31 - 1, "needs 25769803764 bytes")):
+        bad = bytearray(good)
+        struct.pack_into("<i", bad, 6, rows)
+        (tmp_path / "n.ark").write_bytes(b"k " + bytes(bad))
+        with pytest.raises(TableError, match=message):
+            read_table_dict(f"ark:{tmp_path / 'n.ark'}")
+        with pytest.raises(TableError, match=message):  # and through a pipe
+            read_table_dict(f"ark:cat {tmp_path / 'n.ark'} |")
+    from tests.io.kaldi_compress import compressed_matrix_bytes
+
+    bad = bytearray(compressed_matrix_bytes(tables["utt-a"], 2))
+    struct.pack_into("<i", bad, 18, -1)
+    (tmp_path / "c.ark").write_bytes(b"k " + bytes(bad))
+    with pytest.raises(TableError, match=r"negative CM2 dimension 5x-1"):
+        read_table_dict(f"ark:{tmp_path / 'c.ark'}")
+
+
+def test_duplicate_keys_are_errors(tmp_path, tables):
+    ark = tmp_path / "d.ark"
+    ark.write_bytes(b"x " + _fm(tables["utt-a"]) + b"y " + _fm(tables["utt-b"]) + b"x "
+                    + _fm(tables["utt-c"]))
+    with pytest.raises(TableError, match=r"d\.ark: duplicate key 'x'"):
+        list(read_table(f"ark:{ark}"))
+    scp = tmp_path / "d.scp"
+    scp.write_text(f"x {ark}:2\nx {ark}:2\n")
+    with pytest.raises(TableError, match=r"d\.scp:2: duplicate key 'x' \(first on line 1\)"):
+        read_script(str(scp))
+
+
+def test_entries_carry_their_own_errors(tmp_path, tables):
+    """read_table_entries: a bad script line fails that entry only; a damaged archive value
+    ends the archive with an error entry naming the key."""
+    from asrkit.io import read_table_entries
+
+    ark, scp = tmp_path / "f.ark", tmp_path / "f.scp"
+    write_table(f"ark,scp:{ark},{scp}", tables)
+    lines = scp.read_text().splitlines()
+    size = ark.stat().st_size
+    off_b = int(lines[1].rsplit(":", 1)[1])
+    bad = [lines[0], f"utt-b {ark}:{size + 5}", f"utt-x {ark}.gone:{off_b}",
+           f"utt-y {ark}:{off_b}[0:9]", "lonely", lines[2], lines[0]]
+    scp.write_text("\n".join(bad) + "\n")
+    got = list(read_table_entries(f"scp:{scp}"))
+    assert [e.key for e in got] == ["utt-a", "utt-b", "utt-x", "utt-y", "lonely", "utt-c",
+                                    "utt-a"]
+    assert [e.error is None for e in got] == [True, False, False, False, False, True, False]
+    messages = [str(e.error) for e in got if e.error is not None]
+    assert "f.scp:2: key 'utt-b'" in messages[0] and "past the end" in messages[0]
+    assert "f.ark.gone: no such file" in messages[1]
+    assert "row range 0:9 is outside the matrix (1 rows)" in messages[2]
+    assert "f.scp:5: expected 'key rxfilename'" in messages[3]
+    assert "f.scp:7: key 'utt-a': duplicate key (first on line 1)" in messages[4]
+
+    data = ark.read_bytes()
+    cut = tmp_path / "cut.ark"
+    cut.write_bytes(data[:data.index(b"utt-c") + 20])
+    got = list(read_table_entries(f"ark:{cut}"))
+    assert [e.key for e in got] == ["utt-a", "utt-b", "utt-c"]
+    assert "cut.ark: key 'utt-c': unexpected end of file" in str(got[2].error)
+    assert "rest of the archive cannot be read" in str(got[2].error)
+
+
+def test_pipes_time_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASRKIT_PIPE_TIMEOUT", "0.5")
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(TableError, match=r"'sleep 20 \|' timed out after 0.5 s"):
+        list(read_table("ark:sleep 20 |"))
+    with pytest.raises(TableError, match="timed out"):
+        read_rxfilename("printf '\\0BFM '; sleep 20 |")
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(TableError, match=r"exited with status 3: oops"):
+        read_rxfilename("echo oops >&2; exit 3 |")

@@ -107,5 +107,5 @@ def test_model_file_round_trip_and_errors(tmp_path, rng):
     with pytest.raises(ArchiveError, match="not an asrkit model"):
         load(tmp_path / "other.npz")
     (tmp_path / "junk.mdl").write_text("junk")
-    with pytest.raises(ArchiveError, match="junk.mdl: cannot read"):
+    with pytest.raises(ArchiveError, match="junk.mdl: not an npz archive"):
         load(tmp_path / "junk.mdl")

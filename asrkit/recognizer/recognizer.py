@@ -1,0 +1,294 @@
+"""``Recognizer``: the one way to use a trained model folder from Python.
+
+::
+
+    from asrkit import Recognizer
+
+    rec = Recognizer.from_dir("exp/final")                 # search options: from_dir(..., beam=12)
+    result = rec.transcribe("call.wav")                    # or transcribe(samples, sample_rate)
+    result.text, result.words[0].start, result.as_dict()   # words with times and confidences
+    results = rec.transcribe_many(paths, nj=4)             # worker processes, input order
+    rec.align("call.wav", "one two three").words           # forced alignment
+
+Transcription is a chain of steps a chunked (streaming) front end can call one by one:
+``load_audio`` (any rate, resampled; int16 scale) -> ``features`` (Kaldi features of the folder's
+config, no dither) -> ``normalize`` (the CMVN mode the model was trained with) -> ``log_probs``
+(the network) -> ``decode`` (the graph search: words, times, n-best confidences).
+
+A long recording is cut at quiet places into chunks of at most ``max_chunk`` seconds; its
+features are computed and normalised over the whole recording first and then cut, so every chunk
+is normalised as the training reader normalised that utterance (``speaker`` mode: the recording
+is its own speaker).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from asrkit.recognizer.model_folder import ModelFolder, load_model_folder
+from asrkit.recognizer.options import RecognizerError, chunk_seconds, search_options
+from asrkit.recognizer.result import Alignment, Result
+
+INT16_SCALE = 32768.0  # float samples in [-1, 1) -> Kaldi's int16 scale
+
+
+def _name(audio) -> str:
+    if isinstance(audio, (str, os.PathLike)):
+        return os.fspath(audio)
+    return "<samples>" if isinstance(audio, np.ndarray) else f"<{type(audio).__name__}>"
+
+
+def _named(where: str, e: Exception) -> RecognizerError:
+    msg = str(e)
+    return RecognizerError(msg if where in msg else f"{where}: {msg}")
+
+
+def _item(item) -> tuple:
+    """``(audio, sample_rate)`` of a ``transcribe_many`` item: a path, bytes, or a
+    ``(samples, sample_rate)`` pair."""
+    if isinstance(item, tuple):
+        if len(item) != 2:
+            raise RecognizerError(f"expected (samples, sample_rate), got a tuple of {len(item)}")
+        return item
+    return item, None
+
+
+class Recognizer:
+    """A loaded model folder with checked search options; see the module docstring.
+
+    folder: a ``ModelFolder``; options: ``DecodeOptions`` (``search_options``); max_chunk:
+    longest chunk decoded at once, in seconds.
+    """
+
+    def __init__(self, folder: ModelFolder, options, max_chunk: float = 30.0):
+        self.folder = folder
+        self.options = options
+        self.max_chunk = chunk_seconds(max_chunk)
+        shift_ms = float(folder.feature_config.options.get("frame_shift", 10.0))
+        self.feature_shift = shift_ms / 1000.0  # seconds per feature frame
+        self.shift_samples = max(int(round(self.feature_shift * folder.sample_rate)), 1)
+
+    @classmethod
+    def from_dir(cls, path: str | os.PathLike, *, max_chunk: float = 30.0,
+                 **search) -> Recognizer:
+        """Load the model folder ``path`` (``asrkit package``'s output).
+
+        ``search``: ``beam``, ``max_active``, ``min_active``, ``beam_delta``, ``acoustic_scale``,
+        ``word_insertion_penalty``, ``lattice_beam``, ``nbest`` (None: the folder's default,
+        else DecodeOptions'). Raises RecognizerError (ModelFolderError for the folder) naming
+        the file or option at fault. A folder without a decoding graph can align, not
+        transcribe.
+        """
+        folder = load_model_folder(path, need_graph=False)
+        from asrkit.recognizer.model_folder import MANIFEST
+
+        opts = search_options(search, folder.manifest["decode"], folder.frame_shift,
+                              f"{os.path.join(folder.path, MANIFEST)}: decode.")
+        return cls(folder, opts, max_chunk)
+
+    # -- settings ----------------------------------------------------------------------------
+    @property
+    def sample_rate(self) -> int:
+        """The model's sample rate (Hz); audio at other rates is resampled to it."""
+        return self.folder.sample_rate
+
+    @property
+    def frame_shift(self) -> float:
+        """Seconds per network output frame (feature shift x subsampling)."""
+        return self.folder.frame_shift
+
+    @property
+    def normalization(self) -> dict:
+        """The CMVN settings (``cmvn``, ``norm_vars``, ``cmn_window``, ``min_cmn_window``,
+        ``cmn_center``) the model was trained with."""
+        from asrkit.recognizer.model_folder import NORMALIZATION
+
+        return {k: self.folder.manifest[k] for k in NORMALIZATION}
+
+    def settings(self) -> dict:
+        """Keyword arguments that rebuild this Recognizer with ``from_dir`` (worker processes)."""
+        opts = dataclasses.asdict(self.options)
+        opts.pop("frame_shift")
+        return {"path": os.path.abspath(self.folder.path), "max_chunk": self.max_chunk, **opts}
+
+    def check_can_transcribe(self) -> None:
+        """RecognizerError unless the folder has a decoding graph (alignment needs none)."""
+        if self.folder.graph is None:
+            raise RecognizerError(f"{self.folder.path}: the model folder has no decoding graph "
+                                  "(package it with --graph to transcribe)")
+
+    # -- the steps ---------------------------------------------------------------------------
+    def load_audio(self, audio, sample_rate: int | None = None) -> np.ndarray:
+        """float32 ``[n]`` samples at ``self.sample_rate``, int16 scale (Kaldi's).
+
+        ``audio``: a path or the bytes of a file in any format soundfile reads (mixed to mono;
+        ``sample_rate`` must then be None), or a 1-D array of samples at ``sample_rate`` Hz:
+        int16 values, or floats in [-1, 1] (soundfile's convention). Raises RecognizerError
+        naming the file.
+        """
+        from asrkit.features import resample
+        from asrkit.io import load_audio
+
+        where = _name(audio)
+        if isinstance(audio, (str, os.PathLike, bytes, bytearray)):
+            if sample_rate is not None:
+                raise RecognizerError(f"{where}: sample_rate goes with samples, not a file (a "
+                                      "file has its own rate)")
+            try:
+                wave, _ = load_audio(audio, sample_rate=self.sample_rate, scale="int16")
+            except (OSError, ValueError, MemoryError) as e:
+                raise _named(where, e) from None
+        else:
+            x = np.asarray(audio)
+            if sample_rate is None:
+                raise RecognizerError(f"{where}: samples need their sample_rate")
+            if isinstance(sample_rate, bool) or not isinstance(sample_rate, (int, np.integer)) \
+                    or sample_rate < 1:
+                raise RecognizerError(f"{where}: sample_rate must be a positive whole number of "
+                                      f"Hz, got {sample_rate!r}")
+            if x.ndim != 1 or x.size == 0:
+                raise RecognizerError(f"{where}: expected a 1-D array of samples, got shape "
+                                      f"{x.shape}")
+            if x.dtype == np.int16:
+                x = x.astype(np.float32) / np.float32(INT16_SCALE)
+            elif np.issubdtype(x.dtype, np.floating):
+                x = x.astype(np.float32)
+            else:
+                raise RecognizerError(f"{where}: samples must be int16 or float, got {x.dtype}")
+            if int(sample_rate) != self.sample_rate:
+                x = np.asarray(resample(x, int(sample_rate), self.sample_rate), np.float32)
+            wave = x * np.float32(INT16_SCALE)
+        if not np.all(np.isfinite(wave)):
+            raise RecognizerError(f"{where}: the audio holds NaN or infinite samples")
+        return wave
+
+    def features(self, wave: np.ndarray) -> np.ndarray:
+        """float32 ``[frames, dim]`` features of int16-scale samples (the folder's feature
+        config, without dither so that results repeat)."""
+        from asrkit.features import compute
+
+        opts = dict(self.folder.feature_config.options)
+        opts["dither"] = 0.0
+        return compute(self.folder.feature_config.kind, wave, **opts)
+
+    def normalize(self, feats: np.ndarray, stats: np.ndarray | None = None) -> np.ndarray:
+        """float32 ``[frames, dim]``: ``feats`` normalised as in training (``normalization``).
+        ``stats``: speaker CMVN stats ``[2, dim+1]`` for ``speaker`` mode (default: those of
+        ``feats`` itself, the recording being its own speaker)."""
+        from asrkit.features import cmvn_stats, normalize
+
+        n = self.normalization
+        if n["cmvn"] == "speaker" and stats is None:
+            stats = cmvn_stats(feats)
+        return normalize(feats, n["cmvn"], n["norm_vars"], stats, n["cmn_window"],
+                         n["min_cmn_window"], n["cmn_center"])
+
+    def log_probs(self, feats: np.ndarray) -> np.ndarray:
+        """float32 ``[T', C]`` log-posteriors of one utterance's normalised features."""
+        model = self.folder.model
+        if feats.ndim != 2 or feats.shape[1] != model.input_dim:
+            raise RecognizerError(f"features of shape {list(feats.shape)} do not fit the model "
+                                  f"([frames, {model.input_dim}]): is features.toml the "
+                                  "training config?")
+        logp, _ = model(feats)
+        logp = np.ascontiguousarray(logp)
+        if not np.all(np.isfinite(logp)):
+            raise RecognizerError("the model gave NaN or infinite log-probabilities")
+        return logp
+
+    def decode(self, log_probs: np.ndarray, start: float = 0.0):
+        """Search the graph over ``log_probs`` ``[T', C]``; returns the decoder's
+        ``UtteranceResult`` with word times shifted by ``start`` seconds."""
+        from asrkit.decoders.decode import decode_utterance
+
+        self.check_can_transcribe()
+        res = decode_utterance(self.folder.graph, log_probs, self.options)
+        for t in res.timings:
+            t.start += start
+        return res
+
+    # -- whole recordings --------------------------------------------------------------------
+    def _prepared(self, audio, sample_rate) -> tuple[np.ndarray, np.ndarray]:
+        """(int16-scale wave, normalised features) of a recording."""
+        wave = self.load_audio(audio, sample_rate)
+        feats = self.features(wave)
+        if feats.shape[0] == 0:
+            raise RecognizerError(f"{len(wave)} samples ({1000 * len(wave) / self.sample_rate:.0f}"
+                                  " ms) are too short for one feature frame")
+        return wave, self.normalize(feats)
+
+    def transcribe(self, audio, sample_rate: int | None = None) -> Result:
+        """Transcribe one recording (a path, file bytes, or samples with ``sample_rate``; see
+        ``load_audio``). Returns a Result; raises RecognizerError naming the file."""
+        from asrkit.recognizer.chunks import frame_cuts, quiet_cuts
+
+        where = _name(audio)
+        self.check_can_transcribe()
+        try:
+            wave, feats = self._prepared(audio, sample_rate)
+            words = []
+            cuts = quiet_cuts(wave, self.sample_rate, self.max_chunk)
+            for f0, f1 in frame_cuts(cuts, feats.shape[0], self.shift_samples):
+                logp = self.log_probs(feats[f0:f1]) if f1 > f0 else None
+                if logp is None or logp.shape[0] == 0:
+                    continue
+                words += self.decode(logp, start=f0 * self.feature_shift).timings
+        except (OSError, ValueError, MemoryError) as e:
+            raise _named(where, e) from None
+        return Result(" ".join(w.word for w in words), words, len(wave) / self.sample_rate)
+
+    def transcribe_iter(self, items, nj: int | None = None):
+        """Transcribe ``items`` (paths, file bytes, or ``(samples, sample_rate)`` pairs) with
+        ``nj`` worker processes (None: one per CPU core); yields, in input order, a Result or
+        the RecognizerError of each item (a bad item never stops the others)."""
+        items = list(items)
+        if nj is None:
+            nj = os.cpu_count() or 1
+        if isinstance(nj, bool) or not isinstance(nj, int) or nj < 1:
+            raise RecognizerError(f"nj: expected a positive number of processes, got {nj!r}")
+        nj = min(nj, len(items))
+        if nj <= 1:
+            for item in items:
+                try:
+                    yield self.transcribe(*_item(item))
+                except RecognizerError as e:
+                    yield e
+            return
+        from asrkit.recognizer.parallel import transcribe_in_workers
+
+        yield from transcribe_in_workers(self.settings(), [_item(i) for i in items], nj)
+
+    def transcribe_many(self, items, nj: int | None = None, errors: str = "raise") -> list:
+        """Results of ``items`` in input order (see ``transcribe_iter``; ``nj`` None: all
+        cores). ``errors="raise"`` raises the first item's RecognizerError; ``"keep"`` leaves
+        it in the list in that item's place."""
+        if errors not in ("raise", "keep"):
+            raise ValueError(f"errors: expected 'raise' or 'keep', got {errors!r}")
+        out = []
+        for res in self.transcribe_iter(items, nj):
+            if isinstance(res, RecognizerError) and errors == "raise":
+                raise res
+            out.append(res)
+        return out
+
+    def align(self, audio, text: str | list[str], sample_rate: int | None = None) -> Alignment:
+        """Forced alignment of ``text`` (a string or a list of words) to a recording: each
+        word's start and duration (``asrkit align``). Raises RecognizerError for an empty
+        transcript, a word the model has no tokens for, or a transcript too long for the
+        audio."""
+        from asrkit.recognizer.alignment import align_words
+
+        where = _name(audio)
+        words = text.split() if isinstance(text, str) else list(text)
+        try:
+            if not words:
+                raise RecognizerError("empty transcript: nothing to align")
+            wave, feats = self._prepared(audio, sample_rate)
+            aligned, score = align_words(self.log_probs(feats), words, self.folder.tokens,
+                                         self.folder.lexicon, self.frame_shift)
+        except (OSError, ValueError, MemoryError) as e:
+            raise _named(where, e) from None
+        return Alignment(aligned, score, len(wave) / self.sample_rate)

@@ -1,0 +1,527 @@
+"""Multi-head self-attention on the CPU: CBLAS GEMMs called from numba, blocked over queries,
+parallel over (sequence, head) pairs.
+
+Same maths, masks and results as :mod:`asrkit.kernels.reference.attention` (read its docstring).
+The layout:
+
+* the unit of work is one (sequence b, head h) pair and a block of up to ``QUERY_BLOCK``
+  queries ``i0 .. i1-1``. The keys the block may see are one range ``j0 .. j1-1`` (the masks are
+  windows ``lo[i] <= j < min(hi[i], L)`` whose ends grow with i), so padding and the keys
+  outside a causal or chunked window are never multiplied, not even as masked zeros. The
+  block's scores ``S [nb, nk]`` (a GEMM on strided views of q and k: no head is copied out)
+  are turned into probabilities in place; ``out = P v`` is a GEMM straight into the output.
+* the forward keeps only each row's log-sum-exp ``lse [B, H, T]``; the backward recomputes the
+  block's probabilities from it (``P = exp(S - lse)``, one GEMM), then ``dV += P^T dO``,
+  ``dP = dO V^T``, ``dS = P (dP - rowsum(dO * O))``, ``dQ = dS K``, ``dK += dS^T Q``: flash
+  attention's backward, blocked over queries only, since a whole key range of scores for 64
+  queries (128 KB at T=500) stays in the L2 cache. Nothing ``[B, H, T, T]`` is ever stored.
+* relative positions: the block's ``(q + v_bias) pos^T`` is one GEMM over only the
+  ``nb + nk - 1`` relative positions the block meets, then shifted into the scores (ESPnet's
+  ``rel_shift`` as an index); at 64 queries against 500 keys that is 1.13x the work of the
+  content term (ESPnet's full ``[T, 2T-1]`` product costs 2x). Its backward scatters ``dS``
+  back and runs the two adjoint GEMMs; the position gradient is summed over the batch from
+  per-thread accumulators.
+* the (b, h) pairs are dealt to ``threads`` groups (longest sequences first, each to the least
+  loaded group); each group runs in one ``nogil`` njit call with its own scratch, in a thread of
+  a pool, while OpenBLAS is held at one thread (its own threads would fight ours).
+
+:func:`mhsa_forward` wraps the core in the layer's projections: one GEMM ``x w_in^T`` gives
+``[T, B, 3D]`` whose q, k, v thirds the core reads in place, and the core's gradients are
+written into one ``[T, B, 3D]`` array for the two weight GEMMs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from numba import njit
+
+from asrkit.kernels.cpu._gemm import NO_TRANS, ROW_MAJOR, TRANS, _openblas_paths, gemm_function
+from asrkit.kernels.cpu.ctc import _exp
+from asrkit.kernels.reference.attention import key_window
+from asrkit.kernels.reference.lstm import check_lengths
+
+QUERY_BLOCK = 64   # queries per block: their scores against every key stay in the L2 cache
+_VEC = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+@njit(inline="always", **_VEC)
+def _slab(a, b, h, d):
+    """Address of ``a[0, b, h*d]`` and the row stride (elements) of the ``[T, d]`` slab of
+    sequence b, head h in a ``[T, B, D]`` array with unit stride along D."""
+    return a.ctypes.data + b * a.strides[1] + h * d * a.itemsize, a.strides[0] // a.itemsize
+
+
+@njit(**_VEC)
+def _scores(gemm, q, k, pos, bu, bv, b, h, d, i0, nb, j0, nk, scale, rel, S, BD, QU, QV):
+    """``S[:nb*nk]`` (rows of nk) = the scaled scores of queries ``i0 ..`` against keys
+    ``j0 ..`` of sequence b, head h. With ``rel`` also fills ``QU = q + u`` and
+    ``QV = q + v`` ``[nb, d]`` (kept for the backward) and adds the position term."""
+    sz = q.itemsize
+    qp, ldq = _slab(q, b, h, d)
+    kp, ldk = _slab(k, b, h, d)
+    if not rel:
+        gemm(ROW_MAJOR, NO_TRANS, TRANS, nb, nk, d, scale, qp + i0 * ldq * sz, ldq,
+             kp + j0 * ldk * sz, ldk, 0.0, S.ctypes.data, nk)
+        return
+    for r in range(nb):
+        for c in range(d):
+            x = q[i0 + r, b, h * d + c]
+            QU[r, c] = x + bu[h, c]
+            QV[r, c] = x + bv[h, c]
+    gemm(ROW_MAJOR, NO_TRANS, TRANS, nb, nk, d, scale, QU.ctypes.data, d, kp + j0 * ldk * sz,
+         ldk, 0.0, S.ctypes.data, nk)
+    # relative position of (i, j) is row T-1-i+j of pos: for the block, rows m0 .. m0+w-1
+    T = q.shape[0]
+    m0 = T - 1 - (i0 + nb - 1) + j0
+    w = nb + nk - 1
+    pp = pos.ctypes.data + h * d * sz
+    ldp = pos.strides[0] // sz
+    gemm(ROW_MAJOR, NO_TRANS, TRANS, nb, w, d, scale, QV.ctypes.data, d, pp + m0 * ldp * sz,
+         ldp, 0.0, BD.ctypes.data, w)
+    for r in range(nb):
+        off = r * w + nb - 1 - r
+        for c in range(nk):
+            S[r * nk + c] += BD[off + c]
+
+
+@njit(inline="always", **_VEC)
+def _window(lo, hi, i, j0, L):
+    """The columns ``a .. e-1`` of the block's score row for query i."""
+    return lo[i] - j0, min(hi[i], L) - j0
+
+
+@njit(**_VEC)
+def _forward_pairs(gemm, q, k, v, out, lse, pairs, lengths, lo, hi, pos, bu, bv, scale, rel,
+                   block, S, BD, QU, QV):
+    """Forward of every (b, h) in ``pairs [n, 2]``: writes ``out`` (zero on padded frames)
+    and ``lse [B, H, T]``. ``S``, ``BD``, ``QU``, ``QV`` are this group's scratch."""
+    T = q.shape[0]
+    D = q.shape[2]
+    H = lse.shape[1]
+    d = D // H
+    sz = q.itemsize
+    for p in range(pairs.shape[0]):
+        b = pairs[p, 0]
+        h = pairs[p, 1]
+        L = lengths[b]
+        vp, ldv = _slab(v, b, h, d)
+        op, ldo = _slab(out, b, h, d)
+        for i0 in range(0, L, block):
+            nb = min(block, L - i0)
+            j0 = lo[i0]
+            nk = min(hi[i0 + nb - 1], L) - j0
+            _scores(gemm, q, k, pos, bu, bv, b, h, d, i0, nb, j0, nk, scale, rel, S, BD, QU, QV)
+            for r in range(nb):
+                row = S[r * nk:(r + 1) * nk]
+                a, e = _window(lo, hi, i0 + r, j0, L)
+                mx = -np.inf
+                for c in range(a, e):
+                    mx = max(mx, row[c])
+                total = 0.0
+                for c in range(a, e):
+                    x = _exp(np.float64(row[c] - mx))
+                    row[c] = x
+                    total += x
+                inv = 1.0 / total
+                for c in range(a, e):
+                    row[c] *= inv
+                row[:a] = 0
+                row[e:] = 0
+                lse[b, h, i0 + r] = mx + np.log(total)
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nb, d, nk, 1.0, S.ctypes.data, nk,
+                 vp + j0 * ldv * sz, ldv, 0.0, op + i0 * ldo * sz, ldo)
+        for t in range(L, T):
+            out[t, b, h * d:(h + 1) * d] = 0
+
+
+@njit(**_VEC)
+def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, lo, hi, pos,
+                    bu, bv, scale, rel, block, S, BD, QU, QV, DS, DBD, TMP, delta, dpos, dbu,
+                    dbv):
+    """Backward of every (b, h) in ``pairs``: writes ``dq`` (valid rows), adds into ``dk``,
+    ``dv`` (zero-filled by the caller) and, with ``rel``, into this group's ``dpos [2T-1, D]``,
+    ``dbu``, ``dbv [H, d]``. ``dout`` is read on valid rows only."""
+    T = q.shape[0]
+    D = q.shape[2]
+    H = lse.shape[1]
+    d = D // H
+    sz = q.itemsize
+    for p in range(pairs.shape[0]):
+        b = pairs[p, 0]
+        h = pairs[p, 1]
+        L = lengths[b]
+        vp, ldv = _slab(v, b, h, d)
+        kp, ldk = _slab(k, b, h, d)
+        qp, ldq = _slab(q, b, h, d)
+        gp, ldg = _slab(dout, b, h, d)
+        dqp, lddq = _slab(dq, b, h, d)
+        dkp, lddk = _slab(dk, b, h, d)
+        dvp, lddv = _slab(dv, b, h, d)
+        for i0 in range(0, L, block):
+            nb = min(block, L - i0)
+            j0 = lo[i0]
+            nk = min(hi[i0 + nb - 1], L) - j0
+            _scores(gemm, q, k, pos, bu, bv, b, h, d, i0, nb, j0, nk, scale, rel, S, BD, QU, QV)
+            for r in range(nb):
+                i = i0 + r
+                acc = 0.0
+                for c in range(d):
+                    acc += np.float64(dout[i, b, h * d + c]) * out[i, b, h * d + c]
+                delta[r] = acc
+                row = S[r * nk:(r + 1) * nk]
+                a, e = _window(lo, hi, i, j0, L)
+                m = lse[b, h, i]
+                for c in range(a, e):
+                    row[c] = _exp(np.float64(row[c]) - m)
+                row[:a] = 0
+                row[e:] = 0
+            # dV += P^T dO;  dP = dO V^T
+            gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, d, nb, 1.0, S.ctypes.data, nk,
+                 gp + i0 * ldg * sz, ldg, 1.0, dvp + j0 * lddv * sz, lddv)
+            gemm(ROW_MAJOR, NO_TRANS, TRANS, nb, nk, d, 1.0, gp + i0 * ldg * sz, ldg,
+                 vp + j0 * ldv * sz, ldv, 0.0, DS.ctypes.data, nk)
+            for r in range(nb):
+                dl = delta[r]
+                base = r * nk
+                for c in range(nk):
+                    DS[base + c] = scale * S[base + c] * (DS[base + c] - dl)
+            # dQ = dS K;  dK += dS^T (q [+ u])
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nb, d, nk, 1.0, DS.ctypes.data, nk,
+                 kp + j0 * ldk * sz, ldk, 0.0, dqp + i0 * lddq * sz, lddq)
+            if rel:
+                gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, d, nb, 1.0, DS.ctypes.data, nk,
+                     QU.ctypes.data, d, 1.0, dkp + j0 * lddk * sz, lddk)
+            else:
+                gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, d, nb, 1.0, DS.ctypes.data, nk,
+                     qp + i0 * ldq * sz, ldq, 1.0, dkp + j0 * lddk * sz, lddk)
+            if not rel:
+                continue
+            m0 = T - 1 - (i0 + nb - 1) + j0
+            w = nb + nk - 1
+            for r in range(nb):
+                off = r * w + nb - 1 - r
+                DBD[r * w:off] = 0
+                for c in range(nk):
+                    DBD[off + c] = DS[r * nk + c]
+                DBD[off + nk:(r + 1) * w] = 0
+            pp = pos.ctypes.data + h * d * sz
+            ldp = pos.strides[0] // sz
+            # dQ += dBD pos;  dpos += dBD^T (q + v)
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nb, d, w, 1.0, DBD.ctypes.data, w,
+                 pp + m0 * ldp * sz, ldp, 0.0, TMP.ctypes.data, d)
+            gemm(ROW_MAJOR, TRANS, NO_TRANS, w, d, nb, 1.0, DBD.ctypes.data, w, QV.ctypes.data,
+                 d, 1.0, dpos.ctypes.data + (m0 * D + h * d) * sz, D)
+            for r in range(nb):
+                for c in range(d):
+                    g = dq[i0 + r, b, h * d + c]
+                    dbu[h, c] += g
+                    dbv[h, c] += TMP[r, c]
+                    dq[i0 + r, b, h * d + c] = g + TMP[r, c]
+
+
+# --- threads -------------------------------------------------------------------------------
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+_BLAS_LOCK = threading.Lock()
+_BLAS_THREADS: list = []   # [get, set] ctypes functions of numpy's OpenBLAS, or [None, None]
+_BLAS_USERS = [0, 0]       # calls inside single_threaded_blas, the thread count to restore
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
+                                       thread_name_prefix="asrkit-attention")
+        return _POOL
+
+
+def _blas_thread_functions():
+    with _BLAS_LOCK:
+        if not _BLAS_THREADS:
+            found = [None, None]
+            for path in _openblas_paths():
+                try:
+                    lib = ctypes.CDLL(path)
+                except OSError:
+                    continue
+                for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"),
+                                       ("openblas", "")):
+                    get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+                    put = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+                    if get is not None and put is not None:
+                        get.restype = ctypes.c_int
+                        put.argtypes = [ctypes.c_int]
+                        found = [get, put]
+                        break
+                if found[0] is not None:
+                    break
+            _BLAS_THREADS.extend(found)
+        return _BLAS_THREADS
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """Hold numpy's OpenBLAS at one thread while the block: the attention GEMMs run in parallel
+    threads of their own, and OpenBLAS's pool would serialise them and oversubscribe the cores.
+    The setting is process-wide and restored when the last such block ends."""
+    get, put = _blas_thread_functions()
+    if get is None:
+        yield
+        return
+    with _BLAS_LOCK:
+        if _BLAS_USERS[0] == 0:
+            _BLAS_USERS[1] = get()
+            put(1)
+        _BLAS_USERS[0] += 1
+    try:
+        yield
+    finally:
+        with _BLAS_LOCK:
+            _BLAS_USERS[0] -= 1
+            if _BLAS_USERS[0] == 0:
+                put(_BLAS_USERS[1])
+
+
+def _groups(lengths, lo, hi, H, threads):
+    """The (b, h) pairs dealt into ``threads`` groups of about equal work (the number of scores
+    of each sequence), largest first to the least loaded group: a list of int64 ``[n, 2]``."""
+    n = (os.cpu_count() or 1) if threads is None else int(threads)
+    B = lengths.size
+    cost = np.array([int(np.sum(np.minimum(hi[:L], L) - lo[:L])) for L in lengths])
+    items = sorted(((cost[b], b, h) for b in range(B) for h in range(H) if lengths[b] > 0),
+                   reverse=True)
+    n = max(1, min(n, len(items)))
+    load = [0] * n
+    dealt: list[list] = [[] for _ in range(n)]
+    for c, b, h in items:
+        g = load.index(min(load))
+        load[g] += c
+        dealt[g].append((b, h))
+    return [np.array(g, np.int64).reshape(-1, 2) for g in dealt if g]
+
+
+def _run(groups, fn):
+    """``fn(g, pairs)`` for every group: the first in this thread, the others in the pool."""
+    with single_threaded_blas():
+        futures = [_pool().submit(fn, g, pairs) for g, pairs in enumerate(groups) if g > 0]
+        if groups:
+            fn(0, groups[0])
+        for f in futures:
+            f.result()
+
+
+# --- entry points ----------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class CpuAttentionCache:
+    """What :func:`attention_backward` needs: the inputs and output (referenced, not copied:
+    overwrite none of them before the backward) and each row's log-sum-exp."""
+
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    out: np.ndarray
+    lse: np.ndarray          # [B, H, T] float64
+    lengths: np.ndarray      # int64 [B]
+    lo: np.ndarray           # int64 [T], see reference.attention.key_window
+    hi: np.ndarray
+    groups: list
+    scale: float
+    pos: np.ndarray | None   # [2T-1, D]
+    pos_bias_u: np.ndarray | None
+    pos_bias_v: np.ndarray | None
+    device: str = "cpu"
+
+
+def _rows(a, dt, name, shape):
+    """``a`` as an array of dtype ``dt`` with unit stride along its last axis (a view if it
+    already is one)."""
+    a = np.asarray(a)
+    if a.shape != shape:
+        raise ValueError(f"attention: {name} has shape {a.shape}, expected {shape}")
+    if a.dtype != dt or (a.shape[-1] > 1 and a.strides[-1] != dt.itemsize) or \
+            any(s < 0 for s in a.strides):
+        a = np.ascontiguousarray(a, dtype=dt)
+    return a
+
+
+def _scratch(T, d, block, dt, rel):
+    nk = T
+    w = block + T - 1 if rel else 1
+    return (np.empty(block * nk, dt), np.empty(block * w, dt),
+            np.empty((block, d) if rel else (1, 1), dt), np.empty((block, d) if rel else (1, 1),
+                                                                dt))
+
+
+def attention_forward(q, k, v, lengths=None, num_heads=1, causal=False, chunk_size=None,
+                      left_chunks=None, pos=None, pos_bias_u=None, pos_bias_v=None, scale=None,
+                      threads=None, out=None):
+    """The attention core on the CPU; arguments and results as the reference twin.
+
+    ``q, k, v [T, B, D]`` may be strided views (e.g. thirds of a ``[T, B, 3D]`` projection)
+    with unit stride along D. ``threads`` (None: the cores) is the number of groups of
+    (sequence, head) pairs run in parallel; ``out`` an optional ``[T, B, D]`` array (unit
+    stride along D) to write into. Returns ``out`` and a :class:`CpuAttentionCache`.
+    """
+    q = np.asarray(q)
+    dt = q.dtype if q.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    T, B, D = q.shape
+    H = int(num_heads)
+    d = D // H
+    q, k, v = (_rows(a, dt, n, (T, B, D)) for a, n in ((q, "q"), (k, "k"), (v, "v")))
+    lengths = check_lengths(lengths, T, B)
+    lo, hi = key_window(T, causal, chunk_size, left_chunks)
+    scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
+    rel = pos is not None
+    if rel:
+        pos = _rows(pos, dt, "pos", (2 * T - 1, D))
+        bu = np.ascontiguousarray(pos_bias_u, dt).reshape(H, d)
+        bv = np.ascontiguousarray(pos_bias_v, dt).reshape(H, d)
+    else:
+        pos = np.zeros((1, 1), dt)
+        bu = bv = np.zeros((1, 1), dt)
+    out = np.empty((T, B, D), dt) if out is None else _rows(out, dt, "out", (T, B, D))
+    lse = np.zeros((B, H, T), np.float64)
+    groups = _groups(lengths, lo, hi, H, threads)
+    gemm = gemm_function(dt)
+    block = QUERY_BLOCK
+
+    def work(g, pairs):
+        S, BD, QU, QV = _scratch(T, d, block, dt, rel)
+        _forward_pairs(gemm, q, k, v, out, lse, pairs, lengths, lo, hi, pos, bu, bv,
+                       scale, rel, block, S, BD, QU, QV)
+
+    _run(groups, work)
+    # sequences with no frames are in no group: their outputs are still to be zeroed
+    for b in np.nonzero(lengths == 0)[0]:
+        out[:, b] = 0
+    cache = CpuAttentionCache(q, k, v, out, lse, lengths, lo, hi, groups, scale,
+                              pos if rel else None, bu if rel else None, bv if rel else None)
+    return out, cache
+
+
+def attention_backward(dout, cache: CpuAttentionCache, dq=None, dk=None, dv=None):
+    """Gradients of the CPU attention core; arguments and results as the reference twin.
+
+    ``dq, dk, dv`` may be given as zero-filled ``[T, B, D]`` arrays with unit stride along D
+    (e.g. thirds of one ``[T, B, 3D]`` gradient) to be written into.
+    """
+    c = cache
+    T, B, D = c.q.shape
+    H = c.lse.shape[1]
+    d = D // H
+    dt = c.q.dtype
+    dout = _rows(dout, dt, "dout", (T, B, D))
+    dq = np.zeros((T, B, D), dt) if dq is None else dq
+    dk = np.zeros((T, B, D), dt) if dk is None else dk
+    dv = np.zeros((T, B, D), dt) if dv is None else dv
+    rel = c.pos is not None
+    pos = c.pos if rel else np.zeros((1, 1), dt)
+    bu = c.pos_bias_u if rel else np.zeros((1, 1), dt)
+    bv = c.pos_bias_v if rel else np.zeros((1, 1), dt)
+    n = len(c.groups)
+    dpos = np.zeros((n, 2 * T - 1, D) if rel else (n, 1, 1), dt)
+    dbu = np.zeros((n, H, d) if rel else (n, 1, 1), dt)
+    dbv = np.zeros((n, H, d) if rel else (n, 1, 1), dt)
+    gemm = gemm_function(dt)
+    block = QUERY_BLOCK
+
+    def work(g, pairs):
+        S, BD, QU, QV = _scratch(T, d, block, dt, rel)
+        DS = np.empty_like(S)
+        DBD = np.empty_like(BD)
+        TMP = np.empty((block, d), dt)
+        delta = np.empty(block, np.float64)
+        _backward_pairs(gemm, c.q, c.k, c.v, c.out, dout, c.lse, dq, dk, dv, pairs, c.lengths,
+                        c.lo, c.hi, pos, bu, bv, c.scale, rel, block, S, BD, QU, QV, DS, DBD,
+                        TMP, delta, dpos[g], dbu[g], dbv[g])
+
+    _run(c.groups, work)
+    if not rel:
+        return dq, dk, dv
+    return dq, dk, dv, dpos.sum(axis=0), dbu.sum(axis=0), dbv.sum(axis=0)
+
+
+@dataclasses.dataclass
+class CpuMHSACache:
+    """What :func:`mhsa_backward` needs (``x`` with its padding zeroed, the core's cache)."""
+
+    x: np.ndarray
+    core: CpuAttentionCache
+    w_in: np.ndarray
+    w_out: np.ndarray
+    pos_emb: np.ndarray | None
+    device: str = "cpu"
+
+
+def _padding_mask(T, lengths):
+    """bool [T, B]: True on padded frames, or None when there are none."""
+    pad = np.arange(T)[:, None] >= lengths[None, :]
+    return pad if pad.any() else None
+
+
+def mhsa_forward(x, w_in, b_in, w_out, b_out, num_heads, lengths=None, causal=False,
+                 chunk_size=None, left_chunks=None, pos_emb=None, w_pos=None, pos_bias_u=None,
+                 pos_bias_v=None, scale=None, threads=None):
+    """The self-attention layer on the CPU; arguments and results as the reference twin."""
+    x = np.asarray(x)
+    dt = x.dtype if x.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    T, B, D = x.shape
+    lengths = check_lengths(lengths, T, B)
+    pad = _padding_mask(T, lengths)
+    x = np.array(x, dt) if pad is not None else np.ascontiguousarray(x, dt)
+    if pad is not None:
+        x[pad] = 0   # so that no padded value reaches dW_in (0 * inf would)
+    w_in = np.ascontiguousarray(w_in, dt)
+    w_out = np.ascontiguousarray(w_out, dt)
+    qkv = np.matmul(x.reshape(T * B, D), w_in.T).reshape(T, B, 3 * D)
+    if b_in is not None:
+        qkv += np.asarray(b_in, dt)
+    pos = None
+    if pos_emb is not None:
+        pos_emb = np.ascontiguousarray(pos_emb, dt)
+        pos = np.matmul(pos_emb, np.asarray(w_pos, dt).T)
+    o, core = attention_forward(qkv[..., :D], qkv[..., D:2 * D], qkv[..., 2 * D:], lengths,
+                                num_heads, causal, chunk_size, left_chunks, pos, pos_bias_u,
+                                pos_bias_v, scale, threads)
+    y = np.matmul(o.reshape(T * B, D), w_out.T).reshape(T, B, D)
+    if b_out is not None:
+        y += np.asarray(b_out, dt)
+    if pad is not None:
+        y[pad] = 0
+    return y, CpuMHSACache(x, core, w_in, w_out, pos_emb)
+
+
+def mhsa_backward(dy, cache: CpuMHSACache):
+    """Gradients of the CPU self-attention layer; results as the reference twin."""
+    c = cache
+    T, B, D = c.x.shape
+    dt = c.x.dtype
+    pad = _padding_mask(T, c.core.lengths)
+    dy = np.array(dy, dt) if pad is not None else np.ascontiguousarray(dy, dt)
+    if pad is not None:
+        dy[pad] = 0
+    dy2 = dy.reshape(T * B, D)
+    dw_out = np.matmul(dy2.T, c.core.out.reshape(T * B, D))
+    db_out = dy2.sum(axis=0)
+    do = np.matmul(dy2, c.w_out).reshape(T, B, D)
+    dqkv = np.zeros((T, B, 3 * D), dt)
+    grads = attention_backward(do, c.core, dqkv[..., :D], dqkv[..., D:2 * D],
+                               dqkv[..., 2 * D:])
+    dqkv2 = dqkv.reshape(T * B, 3 * D)
+    dx = np.matmul(dqkv2, c.w_in).reshape(T, B, D)
+    dw_in = np.matmul(dqkv2.T, c.x.reshape(T * B, D))
+    out = (dx, dw_in, dqkv2.sum(axis=0), dw_out, db_out)
+    if c.pos_emb is None:
+        return out
+    dpos, dbu, dbv = grads[3:]
+    return (*out, np.matmul(dpos.T, c.pos_emb), dbu, dbv)
