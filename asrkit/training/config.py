@@ -61,7 +61,9 @@ class DistributedConfig:
 class TrainSection:
     """``[train]``: epochs; checkpoint_every (steps, 0: only at epoch ends); keep_checkpoints;
     out_dir; log_every (steps between train log records); max_steps (stop after this many
-    global steps, 0: no limit); seed (dropout); device (cpu | cuda)."""
+    global steps, 0: no limit); seed (dropout); device (cpu | cuda); init (a model file whose
+    parameters start the run instead of random ones: the same network, input dimension and
+    tokens, e.g. a model pre-trained on other data; ignored when resuming a checkpoint)."""
 
     epochs: int = 10
     checkpoint_every: int = 0
@@ -71,6 +73,7 @@ class TrainSection:
     max_steps: int = 0
     seed: int = 0
     device: str = "cpu"
+    init: str = ""
 
 
 @dataclasses.dataclass

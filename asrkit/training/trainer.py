@@ -66,6 +66,27 @@ def _seed(*parts: int) -> int:
     return int(np.random.SeedSequence([int(p) & 0xFFFFFFFF for p in parts]).generate_state(1)[0])
 
 
+def initial_parameters(path: str, network: dict, input_dim: int, tokens: list[str],
+                       blank: int) -> dict:
+    """``{name: array}`` of the model file ``path`` (``[train] init``), after checking that it
+    has the run's network, input dimension, tokens and blank; raises TrainingError naming the
+    file and what differs."""
+    from asrkit.models import load
+
+    try:
+        src = load(path)
+    except (OSError, ValueError) as e:
+        raise TrainingError(f"[train] init: {e}") from e
+    for what, theirs, ours in (("[network]", src.network, network),
+                               ("input dimension", src.input_dim, input_dim),
+                               ("tokens", list(src.tokens), list(tokens)),
+                               ("blank", src.blank, blank)):
+        if theirs != ours:
+            raise TrainingError(f"[train] init: {path}: its {what} differs from this run's "
+                                "(init needs the same network, features and tokens)")
+    return src.state_dict()
+
+
 class Trainer:
     """Trains a Model on a TrainConfig.
 
@@ -98,8 +119,10 @@ class Trainer:
         self.cv_reader = cv_reader
         blank = config.criterion.blank if config.criterion.blank >= 0 else reader.tokens.blank
         if model is None:
+            init = config.train.init and initial_parameters(
+                config.train.init, config.network, reader.dim, reader.tokens.symbols, blank)
             model = Model(config.network, reader.dim, reader.tokens.symbols, blank,
-                          reader={**rc.normalization(), "unit": rc.unit})
+                          reader={**rc.normalization(), "unit": rc.unit}, params=init or None)
         if model.input_dim != reader.dim:
             raise TrainingError(f"the model takes {model.input_dim}-dim features; "
                                 f"{reader.data_dir} has {reader.dim}")

@@ -183,3 +183,19 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path):
     for k in a:
         np.testing.assert_array_equal(a[k], b[k], err_msg=k)
     assert killed_early, "the run finished before the kill; make it longer"
+
+
+def test_init_starts_from_a_pretrained_models_parameters(tmp_path):
+    data, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=8)
+    first = str(tmp_path / "first")
+    Trainer(_config(data, tokens, first, train={"epochs": 1}), log=lambda m: None).train()
+    pre = load(os.path.join(first, "final.mdl")).state_dict()
+    cfg = _config(data, tokens, str(tmp_path / "second"), train={"init": f"{first}/final.mdl"})
+    t = Trainer(cfg, log=lambda m: None)
+    for k, v in t.model.state_dict().items():
+        np.testing.assert_array_equal(v, pre[k], err_msg=k)
+    other = _config(data, tokens, str(tmp_path / "third"),
+                    network={"layers": [{"type": "blstm", "hidden": 12}]},
+                    train={"init": f"{first}/final.mdl"})
+    with pytest.raises(RuntimeError, match=r"first/final.mdl: its \[network\] differs"):
+        Trainer(other, log=lambda m: None)
