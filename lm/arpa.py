@@ -24,9 +24,11 @@ import gzip
 import itertools
 import os
 import re
+import zlib
 
 import numpy as np
 
+from asrkit.lm.hashing import DuplicateNgramError
 from asrkit.lm.vocab import UNK
 from asrkit.utils import atomic_open, progress
 
@@ -68,8 +70,9 @@ def _read_arpa(path: str | os.PathLike):
     name = path
 
     def fail(lineno: int, msg: str):
-        raise ArpaFormatError(f"{name}:{lineno}: {msg}")
+        raise ArpaFormatError(f"{name}:{lineno}: {msg}" if lineno else f"{name}: {msg}")
 
+    first_lines: list[int] = []  # line of each order's first n-gram
     with _open_text(path) as f:
         lines = enumerate(f, start=1)
         lineno = 0
@@ -118,6 +121,7 @@ def _read_arpa(path: str | os.PathLike):
                 else:
                     fail(lineno, f"file ends before the \\{n}-grams: section")
                 section_line = lineno
+                first_lines.append(section_line + 1)
                 expected = counts[n - 1]
                 block: list[list[str]] = []
                 ended_by = None
@@ -161,13 +165,24 @@ def _read_arpa(path: str | os.PathLike):
                     fail(lineno, "missing \\end\\ (file truncated?)")
         except UnicodeDecodeError as e:
             raise ArpaFormatError(f"{name}:{lineno + 1}: not UTF-8 ({e.reason})") from None
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise ArpaFormatError(f"{name}:{lineno + 1}: cannot decompress ({e}); the gzip "
+                                  "file is truncated or damaged") from None
 
     if UNK not in ids:
         vocab.append(UNK)
         w, p, b = tables[0]
         tables[0] = [np.append(w, [[len(vocab) - 1]], axis=0).astype(np.int32),
                      np.append(p, np.float32(UNK_MISSING_LOG10)), np.append(b, np.float32(0))]
-    return NgramLM.from_tables(vocab, [tuple(t) for t in tables], arpa_order=True, source=name)
+    try:
+        return NgramLM.from_tables(vocab, [tuple(t) for t in tables], arpa_order=True,
+                                   source=name)
+    except DuplicateNgramError as e:
+        n = len(e.words)
+        rows = np.flatnonzero((tables[n - 1][0] == np.asarray(e.words)).all(axis=1))
+        text = " ".join(vocab[i] for i in e.words)
+        fail(first_lines[n - 1] + int(rows[-1]), f"{n}-gram {text!r} is listed twice (also "
+             f"at line {first_lines[n - 1] + int(rows[0])})")
 
 
 def _parse_block(block: list[list[str]], n: int, order: int, first_line: int,
@@ -186,15 +201,25 @@ def _parse_block(block: list[list[str]], n: int, order: int, first_line: int,
         fail(first_line + i, f"wrong number of fields for a {n}-gram: got {lens[i]}, expected "
              f"{want} (prob, {n} word{'s' * (n > 1)}{'' if n == order else ', optional backoff'})")
     try:
-        probs = np.array([f[0] for f in block], dtype=np.float64).astype(np.float32)
-        bows = np.array([f[n + 1] if len(f) == n + 2 else "0" for f in block],
-                        dtype=np.float64).astype(np.float32)
-    except ValueError:
+        probs64 = np.array([f[0] for f in block], dtype=np.float64)
+        bows64 = np.array([f[n + 1] if len(f) == n + 2 else "0" for f in block],
+                          dtype=np.float64)
+    except ValueError as e:
         for i, f in enumerate(block):
             for x in (f[0], f[-1] if len(f) == n + 2 else "0"):
                 if not _is_float(x):
                     fail(first_line + i, f"non-numeric probability or backoff {x!r}")
-        raise
+        fail(first_line, f"cannot read the numbers of the {n}-grams ({e})")
+    with np.errstate(over="ignore"):
+        probs, bows = probs64.astype(np.float32), bows64.astype(np.float32)
+    # log10 p: at most 0 (p <= 1), -inf allowed (p = 0); back-offs finite in float32
+    bad_prob = np.isnan(probs) | (probs64 > 0)
+    bad_bow = ~np.isfinite(bows)
+    if bad_prob.any() or bad_bow.any():
+        i = int(np.argmax(bad_prob | bad_bow))
+        if bad_prob[i]:
+            fail(first_line + i, f"log10 probability {block[i][0]!r} is not a number <= 0")
+        fail(first_line + i, f"back-off weight {block[i][-1]!r} is not a finite number")
     words = np.empty((k, n), dtype=np.int32)
     if n == 1:
         col = [f[1] for f in block]

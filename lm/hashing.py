@@ -56,8 +56,16 @@ def ngram_hashes(words: np.ndarray) -> np.ndarray:
     return hash_rows(words)
 
 
-class HashCollisionError(RuntimeError):
+class HashCollisionError(ValueError):
     """Two different n-grams of one order hashed to the same 64-bit key (astronomically rare)."""
+
+
+class DuplicateNgramError(ValueError):
+    """An n-gram listed twice; ``words`` holds its word ids."""
+
+    def __init__(self, message: str, words: list[int]):
+        super().__init__(message)
+        self.words = words
 
 
 def check_sorted_unique(hashes: np.ndarray, words: np.ndarray, what: str) -> None:
@@ -73,6 +81,7 @@ def check_sorted_unique(hashes: np.ndarray, words: np.ndarray, what: str) -> Non
         return
     i = int(dup[0])
     if np.array_equal(words[i], words[i + 1]):
-        raise ValueError(f"{what}: n-gram {words[i].tolist()} is listed twice")
+        raise DuplicateNgramError(f"{what}: n-gram {words[i].tolist()} is listed twice",
+                                  words[i].tolist())
     raise HashCollisionError(f"{what}: 64-bit hash collision between n-grams "
                              f"{words[i].tolist()} and {words[i + 1].tolist()}")

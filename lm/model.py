@@ -127,11 +127,12 @@ class NgramLM:
         return read_arpa(path)
 
     @classmethod
-    def from_binary(cls, path: str | os.PathLike) -> NgramLM:
-        """Memory-map a model written by ``save_binary``."""
+    def from_binary(cls, path: str | os.PathLike, verify: bool = True) -> NgramLM:
+        """Memory-map a model written by ``save_binary``; ``verify=False`` skips the checks
+        that read the whole file (checksums, word ids, values: see ``asrkit.lm.binary``)."""
         from asrkit.lm.binary import load_binary
 
-        return load_binary(path)
+        return load_binary(path, verify=verify)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> NgramLM:

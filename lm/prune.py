@@ -18,6 +18,8 @@ dropped: KenLM and our decoders expect both to be listed.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from asrkit.lm import query
@@ -54,14 +56,21 @@ def _recompute_backoffs(tables, k: int) -> None:
     lower_bow[~has] = 0.0
 
 
+def check_threshold(threshold: float) -> float:
+    """``threshold`` as a float; ValueError unless it is a finite number >= 0."""
+    t = float(threshold)
+    if not math.isfinite(t) or t < 0:
+        raise ValueError(f"pruning threshold must be a finite number >= 0, got {threshold}")
+    return t
+
+
 def prune_entropy(lm, threshold: float):
     """Return a copy of ``lm`` (an ``NgramLM``) without the n-grams whose removal raises the
     perplexity by less than ``threshold`` (relative, e.g. 1e-8), with back-off weights
     recomputed. A threshold of 0 returns ``lm`` itself."""
     from asrkit.lm.model import NgramLM
 
-    if threshold < 0:
-        raise ValueError(f"pruning threshold must be >= 0, got {threshold}")
+    threshold = check_threshold(threshold)
     if threshold == 0:
         return lm
     order = lm.order

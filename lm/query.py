@@ -63,17 +63,22 @@ def build_index(keys, prob, bow, offsets):
 @njit(cache=True, inline="always")
 def find(table, slot_offsets, n, h):
     """Slot of the order-``n`` n-gram with hash ``h`` (its prob is ``values[4 * slot + 2]``,
-    its back-off ``values[4 * slot + 3]``), or -1 when it is not listed."""
+    its back-off ``values[4 * slot + 3]``), or -1 when it is not listed.
+
+    The probe stops after a whole table too: a table always has a free slot, but one read from
+    a damaged file might not, and a lookup must never spin forever."""
     base = slot_offsets[n - 1]
-    mask = np.uint64(slot_offsets[n] - base - 1)
+    size = slot_offsets[n] - base
+    mask = np.uint64(size - 1)
     s = np.int64(h & mask)
-    while True:
+    for _ in range(size):
         i = base + s
         if table[2 * i + 1] == EMPTY:
             return -1
         if table[2 * i] == h:
             return i
         s = np.int64(np.uint64(s + 1) & mask)
+    return -1
 
 
 @njit(cache=True, inline="always")

@@ -170,7 +170,8 @@ def estimate(counts: NgramCounts, discount: str = "kneser-ney",
             with np.errstate(divide="ignore"):
                 prev_bow[ctx_rows] = np.log10(gamma)
         with np.errstate(divide="ignore"):
-            logp = np.where(p > 0, np.log10(np.maximum(p, 1e-300)), LOG10_ZERO)
+            # rounding can lift a certain event a hair above 1; files keep log10 p <= 0
+            logp = np.where(p > 0, np.minimum(np.log10(np.maximum(p, 1e-300)), 0.0), LOG10_ZERO)
         tables.append([words, logp, np.zeros(len(a))])
         lin_prob_prev = p
     out = []

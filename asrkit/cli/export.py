@@ -113,6 +113,8 @@ def run(args) -> int:
     from asrkit.export import ExportError, subsampling_factor, to_onnx
 
     src = args.model_dir or args.model
+    if not (args.tolerance >= 0 and args.tolerance != float("inf")):  # NaN fails both
+        raise CommandError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
     try:
         model, fconf, frame_shift, extra = _load(args)
     except (OSError, ValueError, KeyError) as e:

@@ -13,6 +13,7 @@ memory-mapped binary form; --lm accepts either (and gzipped ARPA).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -63,6 +64,10 @@ def add_arguments(parser) -> None:
     r.add_argument("--binary", action="store_true", help="write the binary format, not ARPA")
 
 
+def _os_error(path: str, e: OSError) -> CommandError:
+    return CommandError(f"{e.filename or path}: {e.strerror or e}")
+
+
 def _load(path: str):
     from asrkit.lm import NgramLM
 
@@ -70,8 +75,27 @@ def _load(path: str):
         raise CommandError(f"{path}: no such file")
     try:
         return NgramLM.load(path)
+    except OSError as e:
+        raise _os_error(path, e) from None
     except ValueError as e:
         raise CommandError(str(e)) from None
+    except MemoryError:
+        raise CommandError(f"{path}: not enough memory to load the model") from None
+
+
+def _check_output(path: str) -> None:
+    """Refuse an output path that is a folder, before any work; clear temporaries that killed
+    writers of it left behind."""
+    from asrkit.utils import remove_stale_temporaries
+
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: is a directory (expected a model file name)")
+    try:
+        removed = remove_stale_temporaries(path)
+    except OSError as e:
+        raise _os_error(path, e) from None
+    for tmp in removed:
+        print(f"asrkit lm: removed {tmp}, left by an interrupted run", file=sys.stderr)
 
 
 def _save(lm, path: str, binary: bool) -> None:
@@ -84,15 +108,39 @@ def _save(lm, path: str, binary: bool) -> None:
         raise CommandError(f"{path}: cannot write: {e.strerror}") from None
 
 
+def _read_input(path: str):
+    """A context manager giving the open text file (stdin for '-'); errors name the file."""
+    if path == "-":
+        return contextlib.nullcontext(sys.stdin)
+    if not os.path.exists(path):
+        raise CommandError(f"{path}: no such file")
+    try:
+        return open(path, encoding="utf-8")
+    except OSError as e:
+        raise _os_error(path, e) from None
+
+
 def _train(args) -> int:
     from asrkit.lm import count_ngrams, estimate, prune_entropy
+    from asrkit.lm.binary import MAX_ORDER
+    from asrkit.lm.prune import check_threshold
 
-    if args.text != "-" and not os.path.exists(args.text):
-        raise CommandError(f"{args.text}: no such file")
-    if args.vocab and not os.path.exists(args.vocab):
-        raise CommandError(f"{args.vocab}: no such file")
-    if args.order < 1:
-        raise CommandError(f"--order must be at least 1, got {args.order}")
+    if args.text != "-" and not os.path.isfile(args.text):
+        raise CommandError(f"{args.text}: no such file" if not os.path.exists(args.text) else
+                           f"{args.text}: is not a file")
+    if args.vocab and not os.path.isfile(args.vocab):
+        raise CommandError(f"{args.vocab}: no such file" if not os.path.exists(args.vocab) else
+                           f"{args.vocab}: is not a file")
+    if not 1 <= args.order <= MAX_ORDER:
+        raise CommandError(f"--order must be in 1..{MAX_ORDER}, got {args.order}")
+    if args.vocab_size is not None and args.vocab_size < 1:
+        raise CommandError(f"--vocab-size must be at least 1, got {args.vocab_size}")
+    if args.prune is not None:
+        try:
+            check_threshold(args.prune)
+        except ValueError as e:
+            raise CommandError(f"--prune: {e}") from None
+    _check_output(args.output)
     t0 = time.perf_counter()
     source = sys.stdin if args.text == "-" else args.text
     try:
@@ -103,6 +151,8 @@ def _train(args) -> int:
             lm = estimate(counts, discount=args.discount, cutoffs=args.cutoffs)
             if args.prune:
                 lm = prune_entropy(lm, args.prune)
+    except OSError as e:
+        raise _os_error(args.text, e) from None
     except ValueError as e:
         raise CommandError(str(e)) from None
     for w in caught:
@@ -119,16 +169,15 @@ def _ppl(args) -> int:
     from asrkit.lm import evaluate
 
     lm = _load(args.lm)
-    if args.text == "-":
-        stats = evaluate(lm, sys.stdin)
-    else:
-        if not os.path.exists(args.text):
-            raise CommandError(f"{args.text}: no such file")
-        try:
-            with open(args.text, encoding="utf-8") as f:
-                stats = evaluate(lm, f)
-        except UnicodeDecodeError as e:
-            raise CommandError(f"{args.text}: not UTF-8 ({e.reason})") from None
+    try:
+        with _read_input(args.text) as f:
+            stats = evaluate(lm, f)
+    except UnicodeDecodeError as e:
+        raise CommandError(f"{args.text}: not UTF-8 ({e.reason})") from None
+    except OSError as e:
+        raise _os_error(args.text, e) from None
+    except ValueError as e:  # e.g. a model without </s>
+        raise CommandError(f"{e} (scoring {args.text})") from None
     if args.json:
         print(json.dumps({"lm": args.lm, "text": args.text, **stats.as_dict()}, indent=2))
     else:
@@ -138,12 +187,18 @@ def _ppl(args) -> int:
 
 def _prune(args) -> int:
     from asrkit.lm import prune_entropy
+    from asrkit.lm.prune import check_threshold
 
+    try:
+        check_threshold(args.threshold)
+    except ValueError as e:
+        raise CommandError(f"--threshold: {e}") from None
+    _check_output(args.output)
     lm = _load(args.lm)
     try:
         pruned = prune_entropy(lm, args.threshold)
     except ValueError as e:
-        raise CommandError(str(e)) from None
+        raise CommandError(f"{args.lm}: {e}") from None
     _save(pruned, args.output, args.binary)
     before = " ".join(str(c) for c in lm.counts)
     after = " ".join(str(c) for c in pruned.counts)

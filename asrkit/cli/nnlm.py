@@ -101,6 +101,8 @@ def add_arguments(parser) -> None:
 def _require_file(path: str) -> None:
     if path != "-" and not os.path.exists(path):
         raise CommandError(f"{path}: no such file")
+    if path != "-" and os.path.isdir(path):
+        raise CommandError(f"{path}: is a directory, not a file")
 
 
 def _load_nnlm(path: str):
@@ -167,7 +169,7 @@ def _train(args) -> int:
     except ValueError as e:
         raise CommandError(str(e)) from None
     except OSError as e:
-        raise CommandError(f"{args.output}: cannot write: {e.strerror}") from None
+        raise CommandError(f"{e.filename or args.output}: {e.strerror}") from None
     except DeviceUnavailableError as e:
         raise CommandError(str(e)) from None
     except FloatingPointError as e:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
 
 COMMAND = "report"
 HELP = "write an experiment's HTML report (curves, WER, worst utterances, network, commands)"
@@ -33,6 +34,63 @@ def add_arguments(parser) -> None:
     parser.add_argument("--out", default=None, help="output (default: EXP_DIR/report.html)")
 
 
+# train_log.jsonl keys asrkit report reads, and the JSON types each may have
+NUMBER_KEYS = ("step", "epoch", "loss", "lr", "frames_per_s", "cv_error", "bytes_per_step",
+               "skipped_steps")
+
+
+def read_train_log(path: str) -> list[dict]:
+    """The records of a ``train_log.jsonl``; a line that is not a JSON object whose known keys
+    hold numbers (``kind`` a string) raises CommandError naming ``path:line``. A last line
+    without its newline (a run killed mid-write) is dropped, as ``asrkit train --resume``
+    does."""
+    from asrkit.cli.main import CommandError
+
+    records = []
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError as e:
+        raise CommandError(f"{path}: {e.strerror}") from None
+    torn = lines[-1] != b""
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise CommandError(f"{where}: not UTF-8 (byte {e.start}: {e.reason})") from None
+        except (json.JSONDecodeError, RecursionError) as e:
+            if torn and lineno == len(lines):  # the torn tail of a killed run
+                print(f"asrkit report: warning: {where}: unfinished last line ignored",
+                      file=sys.stderr)
+                break
+            raise CommandError(f"{where}: not a JSON record ({str(e)[:120]})") from None
+        if not isinstance(rec, dict):
+            raise CommandError(f"{where}: expected a JSON object, got {type(rec).__name__}")
+        for key in NUMBER_KEYS:
+            v = rec.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise CommandError(f"{where}: '{key}' must be a number, got {v!r}")
+        if not isinstance(rec.get("kind", ""), str):
+            raise CommandError(f"{where}: 'kind' must be a string, got {rec['kind']!r}")
+        records.append(rec)
+    return records
+
+
+def _read_text(path: str) -> str:
+    from asrkit.cli.main import CommandError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as e:
+        raise CommandError(f"{path}: not UTF-8 (byte {e.start}: {e.reason})") from None
+    except OSError as e:
+        raise CommandError(f"{path}: {e.strerror}") from None
+
+
 def run(args) -> int:
     """Gather what the experiment folder holds and write the report."""
     from asrkit.cli.main import CommandError
@@ -42,33 +100,40 @@ def run(args) -> int:
     exp = args.exp_dir
     if not os.path.isdir(exp):
         raise CommandError(f"{exp}: no such folder")
+    if args.worst < 0:
+        raise CommandError(f"--worst must be >= 0, got {args.worst}")
     log = []
     log_path = os.path.join(exp, "train_log.jsonl")
     if os.path.exists(log_path):
-        with open(log_path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        log.append(json.loads(line))
-                    except json.JSONDecodeError as e:
-                        raise CommandError(f"{log_path}:{lineno}: {e}") from e
+        log = read_train_log(log_path)
     scores = {}
     for dec in sorted(glob.glob(os.path.join(exp, "decode_*"))):
         hyp = os.path.join(dec, "hyp.txt")
         ref = args.ref
         if ref is None and os.path.exists(os.path.join(dec, "ref_text")):
-            with open(os.path.join(dec, "ref_text"), encoding="utf-8") as f:
-                ref = f.read().strip()
+            ref = _read_text(os.path.join(dec, "ref_text")).strip()
         if os.path.exists(hyp) and ref and os.path.exists(ref):
-            hyps = read_text_table(hyp)
-            refs = read_text_table(ref)
-            scores[os.path.basename(dec)] = score_texts(refs, hyps)
+            tables = []
+            for path in (hyp, ref):
+                try:
+                    tables.append(read_text_table(path))
+                except UnicodeDecodeError as e:
+                    raise CommandError(f"{path}: not UTF-8 (byte {e.start}: {e.reason})") \
+                        from None
+                except ValueError as e:
+                    raise CommandError(str(e)) from None
+                except OSError as e:
+                    raise CommandError(f"{path}: {e.strerror}") from None
+            scores[os.path.basename(dec)] = score_texts(tables[1], tables[0])
     summary, dot = {}, None
     model_path = os.path.join(exp, "final.mdl")
     if os.path.exists(model_path):
-        from asrkit.models import load
+        from asrkit.models import ArchiveError, load
 
-        model = load(model_path)
+        try:
+            model = load(model_path)
+        except ArchiveError as e:
+            raise CommandError(str(e)) from None
         summary["parameters"] = f"{sum(v.size for v in model.state_dict().values()):,}"
         summary["tokens"] = model.num_classes
         from asrkit.cli.model import model_graph_dot
@@ -80,14 +145,15 @@ def run(args) -> int:
             summary["training steps"] = steps[-1].get("step")
     configs = {}
     for path in args.config + sorted(glob.glob(os.path.join(exp, "config.json"))):
-        with open(path, encoding="utf-8") as f:
-            configs[os.path.basename(path)] = f.read()
+        configs[os.path.basename(path)] = _read_text(path)
     commands = None
     if args.commands and os.path.exists(args.commands):
-        with open(args.commands, encoding="utf-8") as f:
-            commands = [line.rstrip("\n") for line in f]
+        commands = _read_text(args.commands).splitlines()
     out = args.out or os.path.join(exp, "report.html")
-    write_report(out, args.title or exp, train_log=log, scores=scores, worst=args.worst,
-                 commands=commands, configs=configs, network_dot=dot, summary=summary)
+    try:
+        write_report(out, args.title or exp, train_log=log, scores=scores, worst=args.worst,
+                     commands=commands, configs=configs, network_dot=dot, summary=summary)
+    except OSError as e:
+        raise CommandError(f"{out}: cannot write: {e.strerror}") from None
     print(f"wrote {out}")
     return 0

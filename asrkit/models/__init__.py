@@ -5,9 +5,17 @@
 PyTorch modules.
 """
 
-from asrkit.models.archive import ArchiveError, load_archive, save_archive
-from asrkit.models.model import Model, load, model_from_archive, save
+from asrkit.models.archive import Archive, ArchiveError, load_archive, save_archive
+from asrkit.models.model import (
+    Model,
+    check_model_header,
+    load,
+    model_from_archive,
+    non_finite,
+    save,
+)
 from asrkit.models.torch_state import from_torch_state_dict, to_torch_state_dict
 
-__all__ = ["ArchiveError", "Model", "from_torch_state_dict", "load", "load_archive",
-           "model_from_archive", "save", "save_archive", "to_torch_state_dict"]
+__all__ = ["Archive", "ArchiveError", "Model", "check_model_header", "from_torch_state_dict",
+           "load", "load_archive", "model_from_archive", "non_finite", "save", "save_archive",
+           "to_torch_state_dict"]

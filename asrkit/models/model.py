@@ -141,7 +141,7 @@ def non_finite(values: dict[str, np.ndarray]) -> str:
     return "; ".join(bad)
 
 
-def _check_header(header: dict, where: str) -> tuple[dict, int, list[str], int, dict,
+def check_model_header(header: dict, where: str) -> tuple[dict, int, list[str], int, dict,
                                                      dict[str, tuple]]:
     """Validate a model header; returns ``(network, input_dim, tokens, blank, reader,
     {parameter name: shape})``. Raises ArchiveError naming ``where`` and the key."""
@@ -190,7 +190,7 @@ def _check_header(header: dict, where: str) -> tuple[dict, int, list[str], int, 
 def _model_from(header: dict, where: str, read) -> Model:
     """A Model from a header and ``read(name, shape) -> float array`` (checked header first,
     then each parameter, then that all are finite)."""
-    network, input_dim, tokens, blank, reader, shapes = _check_header(header, where)
+    network, input_dim, tokens, blank, reader, shapes = check_model_header(header, where)
     values = {name: read(name, shape) for name, shape in shapes.items()}
     bad = non_finite(values)
     if bad:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 
 import numpy as np
 
 from asrkit.utils import atomic_open
+from asrkit.utils.npz import NpzError, NpzReader
 
 FORMAT = "asrkit-lstm-lm"
 VERSION = 1
@@ -34,26 +34,35 @@ def write_model_file(path: str | os.PathLike, header: dict, arrays: dict[str, np
         np.savez(f, **entries)
 
 
-def read_model_file(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
-    """Read a file written by :func:`write_model_file`; returns ``(header, {name: array})``."""
-    if not os.path.exists(path):
-        raise ModelFileError(f"{path}: no such file")
+def read_model_file(path: str | os.PathLike, want=None) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read a file written by :func:`write_model_file`; returns ``(header, {name: array})``
+    with the arrays whose names ``want(name)`` accepts (default: all).
+
+    Reading goes through :class:`asrkit.utils.npz.NpzReader`: each member's npy header is
+    checked (number dtype, size that the file backs and memory holds) before its data is read,
+    and members not wanted are never read. Errors are ModelFileError naming the file.
+    """
+    path = os.fspath(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if HEADER not in z.files:
+        with NpzReader(path) as z:
+            if HEADER not in z:
                 raise ModelFileError(f"{path}: not an asrkit LSTM LM (no {HEADER} entry)")
+            raw = z.read(HEADER, kinds="u", max_bytes=1 << 30)
             try:
-                header = json.loads(z[HEADER].tobytes().decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise ModelFileError(f"{path}: corrupt header: {e}") from None
-            arrays = {k: z[k] for k in z.files if k != HEADER}
-    except ModelFileError:
-        raise
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
-        raise ModelFileError(f"{path}: not an asrkit LSTM LM (npz) file: {e}") from None
+                header = json.loads(raw.tobytes().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+                raise ModelFileError(f"{path}: corrupt header: {str(e)[:200]}") from None
+            if not isinstance(header, dict):
+                raise ModelFileError(f"{path}: corrupt header: not a JSON object")
+            arrays = {k: z.read(k) for k in z.names
+                      if k != HEADER and (want is None or want(k))}
+    except NpzError as e:
+        raise ModelFileError(str(e).replace(": not an npz archive", ": not an asrkit LSTM LM "
+                                            "(npz) file")) from None
     if header.get("format") != FORMAT:
         raise ModelFileError(f"{path}: format {header.get('format')!r} is not {FORMAT!r}")
-    if int(header.get("version", 0)) > VERSION:
-        raise ModelFileError(f"{path}: format version {header['version']} is newer than this "
-                             f"asrkit reads ({VERSION})")
+    version = header.get("version", 0)
+    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
+        raise ModelFileError(f"{path}: format version {version!r} is not one this asrkit "
+                             f"reads (<= {VERSION})")
     return header, arrays

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from asrkit.utils.memory import format_bytes, memory_limit_bytes
+
+MAX_LAYERS = 128  # stacked LSTM layers beyond this are typos
+
 
 @dataclasses.dataclass
 class LstmLMConfig:
@@ -18,13 +22,34 @@ class LstmLMConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "embed_dim", "hidden_dim", "num_layers"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
         if self.vocab_size < 4:
             raise ValueError(f"vocab_size {self.vocab_size} leaves no room for words besides "
                              "<unk>, <s> and </s>")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.num_layers > MAX_LAYERS:
+            raise ValueError(f"num_layers must be at most {MAX_LAYERS}, got {self.num_layers}")
+        if not isinstance(self.tie_embeddings, bool):
+            raise ValueError(f"tie_embeddings must be true or false, got "
+                             f"{self.tie_embeddings!r}")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or \
+                not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        need, memory = 4 * self.parameter_count(), memory_limit_bytes()
+        if need > memory:
+            raise ValueError(f"vocab_size {self.vocab_size}, embed_dim {self.embed_dim}, "
+                             f"hidden_dim {self.hidden_dim}, num_layers {self.num_layers}: "
+                             f"{self.parameter_count():,} parameters need {format_bytes(need)}, "
+                             f"more than this machine's {format_bytes(memory)} of memory")
+
+    def parameter_count(self) -> int:
+        """Number of parameters (embedding, LSTM layers with their projection, output)."""
+        V, E, H, P = self.vocab_size, self.embed_dim, self.hidden_dim, self.proj_dim
+        out = P or H
+        lstm = sum(4 * H * ((E if k == 0 else out) + out) + 8 * H + (P * H if P else 0)
+                   for k in range(self.num_layers))
+        return V * E + lstm + (0 if self.tie_embeddings else out * V) + V
 
     @property
     def proj_dim(self) -> int | None:
@@ -46,6 +71,8 @@ class LstmLMConfig:
     @classmethod
     def from_dict(cls, d: dict) -> LstmLMConfig:
         """Inverse of :meth:`as_dict`; unknown keys are errors."""
+        if not isinstance(d, dict):
+            raise ValueError(f"the LSTM LM config must be an object, got {d!r}")
         names = {f.name for f in dataclasses.fields(cls)}
         extra = set(d) - names
         if extra:

@@ -131,12 +131,18 @@ class LstmLM:
         """Read a model written by :meth:`save`; errors name the file."""
         from asrkit.nnlm.checkpoint import ModelFileError, read_model_file
 
-        header, arrays = read_model_file(path)
+        # "optimizer/..." members are a training state: never read here
+        header, arrays = read_model_file(path, want=lambda name: "/" not in name)
         try:
             config = LstmLMConfig.from_dict(header["config"])
-            lm = cls(config, Vocabulary(header["vocab"]), source=os.fspath(path))
-            lm.network.load_values({k: v for k, v in arrays.items() if "/" not in k},
-                                   os.fspath(path))  # "optimizer/..": a training state
+            vocab = header["vocab"]
+            if not isinstance(vocab, list) or not all(isinstance(w, str) and w for w in vocab):
+                raise ValueError("'vocab' must be a list of words")
+            lm = cls(config, Vocabulary(vocab), source=os.fspath(path))
+            bad = [k for k, v in arrays.items() if not np.isfinite(v).all()]
+            if bad:
+                raise ValueError(f"parameters hold NaN or inf: {', '.join(bad[:3])}")
+            lm.network.load_values(arrays, os.fspath(path))
         except (KeyError, TypeError, ValueError) as e:
             raise ModelFileError(f"{path}: inconsistent LSTM LM file: {e}") from None
         lm.history = list(header.get("history", []))

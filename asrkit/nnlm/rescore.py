@@ -45,7 +45,7 @@ class Hypothesis:
     """One n-best entry; the rescoring fields are None until :func:`rescore_nbest` fills them."""
 
     words: list[str]
-    ac_cost: float               # acoustic cost (-ln p; asrkit decode writes it times its acoustic scale)
+    ac_cost: float               # acoustic cost (-ln p; asrkit decode: times its acoustic scale)
     lm_cost: float               # graph/LM cost from the decoder
     rank: int = 0                # position in the input list (0 = decoder's best)
     old_lm_cost: float | None = None
@@ -91,6 +91,9 @@ def rescore_nbest(nbest, lm, lm_weight: float = 1.0, ngram_lm=None,
         raise ValueError(f"interpolation must be one of {MODES}, got {interpolation!r}")
     if not 0.0 <= nn_weight <= 1.0:
         raise ValueError(f"nn_weight must be in [0, 1], got {nn_weight}")
+    for name, value in (("lm_weight", lm_weight), ("acoustic_scale", acoustic_scale)):
+        if not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value}")
     if interpolation == "linear" and ngram_lm is None and nn_weight < 1.0:
         raise ValueError("linear interpolation needs per-word n-gram probabilities: pass "
                          "ngram_lm (the n-best's lm_cost is a sentence total)")

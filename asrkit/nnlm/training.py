@@ -62,6 +62,25 @@ class TrainOptions:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}")
         if not 0.0 < self.valid_fraction < 1.0:
             raise ValueError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
+        # every other number a user gives: finite and in its range
+        checks = (("lr", self.lr, 0.0, False), ("momentum", self.momentum, 0.0, True),
+                  ("clip_norm", self.clip_norm, 0.0, True),
+                  ("weight_decay", self.weight_decay, 0.0, True),
+                  ("start_halving", self.start_halving, None, True),
+                  ("stop_threshold", self.stop_threshold, None, True),
+                  ("max_tokens", self.max_tokens, 0, True),
+                  ("min_epochs", self.min_epochs, 0, True), ("seed", self.seed, 0, True))
+        for name, v, low, closed in checks:
+            if v is None and name == "lr":
+                continue
+            ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+            if ok and low is not None:
+                ok = v >= low if closed else v > low
+            if not ok:
+                want = "a finite number" if low is None else f"{'>=' if closed else '>'} {low}"
+                raise ValueError(f"{name} must be {want}, got {v!r}")
+        if self.momentum >= 1.0:
+            raise ValueError(f"momentum must be below 1, got {self.momentum}")
 
     @property
     def learning_rate(self) -> float:

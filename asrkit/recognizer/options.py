@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
+
 MIN_CHUNK_S = 1.0     # shortest --max-chunk: a chunk must hold words, not cut inside every one
 MAX_NBEST = 1000      # n-best lists beyond this cost lattice time and add nothing to confidences
 
@@ -24,25 +26,19 @@ class RecognizerError(ValueError):
 
 def _number(name: str, value, where: str, low: float | None = None, low_open: bool = False,
             integer: bool = False):
-    """``value`` as float (or int) after the checks; RecognizerError naming ``where`` + name."""
+    """``value`` (a JSON or Python number) checked: finite, a whole number if ``integer``, at
+    least (or above, ``low_open``) ``low``. RecognizerError naming ``where`` + ``name``."""
     label = f"{where}{name}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        try:
-            value = float(value) if not integer else int(value)
-        except (TypeError, ValueError):
-            raise RecognizerError(f"{label}: expected a number, got {value!r}") from None
-    if integer:
-        if isinstance(value, float) and not value.is_integer():
-            raise RecognizerError(f"{label}: expected a whole number, got {value!r}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise RecognizerError(f"{label}: expected a whole number, got {value!r}")
-        value = int(value)
-    elif not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise RecognizerError(f"{label}: expected a number, got {value!r}")
+    if not math.isfinite(value):
         raise RecognizerError(f"{label}: expected a finite number, got {value!r}")
+    if integer and value != int(value):
+        raise RecognizerError(f"{label}: expected a whole number, got {value!r}")
     if low is not None and (value <= low if low_open else value < low):
         raise RecognizerError(f"{label}: must be {'>' if low_open else '>='} {low:g}, got "
                               f"{value!r}")
-    return value if integer else float(value)
+    return int(value) if integer else float(value)
 
 
 # name -> (lower bound, bound excluded, whole number)

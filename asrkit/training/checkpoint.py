@@ -6,20 +6,37 @@ counters, and whose arrays are the parameters (``param/<name>``), the learner's 
 (``opt/<slot>/<i>``), block-momentum state (``bmuf/<what>/<i>``) and each rank's 1-bit residuals
 (``onebit/<rank>/<i>``). Files are ``OUT/checkpoints/ckpt-<step>.npz``; ``OUT/checkpoints/last``
 names the newest, and is replaced only after the checkpoint itself is complete.
+
+Reading trusts nothing: :func:`read_checkpoint` checks the header (counters, schedule, the model
+header with its parameter shapes), reads only the arrays a checkpoint holds, each against the
+shape its parameter gives it, and refuses NaN/inf. :func:`latest_checkpoint` returns the newest
+checkpoint that reads: a damaged newest one (truncated by a full disk, a torn copy) is skipped with
+a warning naming it, and the run resumes from the previous one; writing refuses non-finite
+parameters, so a diverged run never replaces a good checkpoint.
 """
 
 from __future__ import annotations
 
 import glob
+import math
 import os
+import re
+import sys
 
 import numpy as np
 
-from asrkit.models.archive import load_archive, save_archive
+from asrkit.models import Archive, ArchiveError, check_model_header, non_finite, save_archive
 from asrkit.utils import atomic_write_text
 
 FORMAT = "asrkit-checkpoint"
 VERSION = 1
+NAME = re.compile(r"ckpt-(\d+)\.npz")
+# header counters: name -> smallest value
+COUNTERS = {"step": 0, "epoch": 0, "batch_index": 0, "optimizer_count": 0, "skipped_steps": 0,
+            "ranks": 1, "bmuf_steps_in_block": 0}
+# array prefixes a checkpoint holds (param/<name>, the rest <prefix>[@rank]/<index>)
+PREFIXES = ("opt/slots", "opt/slots2", "bmuf/global", "bmuf/start", "bmuf/delta", "local",
+            "onebit")
 
 
 def checkpoint_dir(out_dir: str) -> str:
@@ -47,6 +64,11 @@ def write_checkpoint(out_dir: str, step: int, header: dict, arrays: dict[str, np
     killed mid-write leaves behind: only rank 0 writes, one checkpoint at a time, so none of
     them can belong to a write still in progress. Returns the checkpoint's path.
     """
+    bad = non_finite({k: v for k, v in arrays.items() if k.startswith("param/")})
+    if bad:
+        raise ArchiveError(f"{checkpoint_dir(out_dir)}: checkpoint of step {step} not written: "
+                           f"the parameters are not finite ({bad}); the run diverged (try a "
+                           "smaller [learner].lr or a [learner].clip_norm)")
     folder = checkpoint_dir(out_dir)
     os.makedirs(folder, exist_ok=True)
     name = f"ckpt-{step:08d}.npz"
@@ -66,23 +88,124 @@ def write_checkpoint(out_dir: str, step: int, header: dict, arrays: dict[str, np
     return path
 
 
-def latest_checkpoint(out_dir: str) -> str | None:
-    """Path of the newest complete checkpoint in ``out_dir`` (None when there is none)."""
+def _candidates(folder: str) -> list[str]:
+    """Checkpoint paths, newest first: the one ``last`` names, then the others by step."""
+    found = sorted((p for p in glob.glob(os.path.join(folder, "ckpt-*.npz"))
+                    if NAME.fullmatch(os.path.basename(p))),
+                   key=lambda p: int(NAME.fullmatch(os.path.basename(p)).group(1)), reverse=True)
+    try:
+        with open(os.path.join(folder, "last"), "rb") as f:
+            name = f.read(4096).decode("utf-8", "replace").strip()
+    except OSError:
+        name = ""
+    named = os.path.join(folder, name)
+    if NAME.fullmatch(name) and named in found:  # a bare file name in this folder, nothing else
+        found.remove(named)
+        found.insert(0, named)
+    return found
+
+
+_verified: dict[str, tuple] = {}  # path -> (file signature, (header, arrays)) just checked
+
+
+def _signature(path: str) -> tuple:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def latest_checkpoint(out_dir: str, log=None) -> str | None:
+    """Path of the newest intact checkpoint in ``out_dir`` (None when there is none).
+
+    A checkpoint that does not read (see :func:`read_checkpoint`) is skipped with a warning
+    through ``log`` (default: stderr) naming it, and the previous one is tried. Raises
+    ArchiveError naming the folder when checkpoints exist but none is intact: resuming from
+    scratch would silently throw the run away.
+    """
     folder = checkpoint_dir(out_dir)
-    last = os.path.join(folder, "last")
-    if os.path.isfile(last):
-        with open(last, encoding="utf-8") as f:
-            name = f.read().strip()
-        if name and os.path.isfile(os.path.join(folder, name)):
-            return os.path.join(folder, name)
-    found = sorted(glob.glob(os.path.join(folder, "ckpt-*.npz")))
-    return found[-1] if found else None
+    say = log if log is not None else (lambda m: print(m, file=sys.stderr, flush=True))
+    damaged = []
+    for path in _candidates(folder):
+        try:
+            data = read_checkpoint(path)
+        except ArchiveError as e:
+            damaged.append(path)
+            why = str(e).removeprefix(f"{path}: ")
+            say(f"warning: {path}: damaged checkpoint skipped ({why}); trying the previous one")
+            continue
+        _verified.clear()
+        _verified[path] = (_signature(path), data)
+        return path
+    if damaged:
+        raise ArchiveError(f"{folder}: no intact checkpoint to resume from ({len(damaged)} "
+                           "damaged, see the warnings above); remove the folder to start over")
+    return None
 
 
 def read_checkpoint(path: str) -> tuple[dict, dict[str, np.ndarray]]:
-    """``(header, arrays)`` of a checkpoint; raises ValueError naming the file if it is not
-    one."""
-    header, arrays = load_archive(path)
-    if header.get("format") != FORMAT:
-        raise ValueError(f"{path}: not an asrkit checkpoint (format {header.get('format')!r})")
+    """``(header, arrays)`` of a checkpoint, every part checked; raises ArchiveError (a
+    ValueError) naming the file if it is not an intact one."""
+    cached = _verified.pop(path, None)
+    if cached is not None and os.path.isfile(path) and cached[0] == _signature(path):
+        return cached[1]
+    with Archive(path) as archive:
+        header = archive.header
+        shapes = _check_header(header, path)
+        arrays = {}
+        for name in archive.names:
+            want = _expected_shape(name, shapes)
+            if want is None:
+                continue  # not something a checkpoint holds: never read
+            arrays[name] = archive.read(name, shape=want, kinds="f")
+    missing = [n for n in shapes if f"param/{n}" not in arrays]
+    if missing:
+        raise ArchiveError(f"{path}: parameters missing: {', '.join(missing)}")
+    bad = non_finite(arrays)
+    if bad:
+        raise ArchiveError(f"{path}: arrays are not finite ({bad})")
     return header, arrays
+
+
+def _check_header(header: dict, path: str) -> dict[str, tuple]:
+    """Check a checkpoint header; returns the model's ``{parameter: shape}``."""
+    if header.get("format") != FORMAT:
+        raise ArchiveError(f"{path}: not an asrkit checkpoint (format {header.get('format')!r})")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
+        raise ArchiveError(f"{path}: checkpoint version {version!r} is not one this asrkit "
+                           f"reads (<= {VERSION})")
+    for key, low in COUNTERS.items():
+        v = header.get(key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < low:
+            raise ArchiveError(f"{path}: header key '{key}': expected an integer >= {low}, got "
+                               f"{v!r}")
+    schedule = header.get("schedule")
+    scale = schedule.get("newbob_scale") if isinstance(schedule, dict) else None
+    best = schedule.get("best_cv") if isinstance(schedule, dict) else None
+    if not _finite_number(scale) or scale <= 0 or not (best is None or _finite_number(best)):
+        raise ArchiveError(f"{path}: header key 'schedule': expected newbob_scale > 0 and a "
+                           f"finite best_cv or null, got {schedule!r}")
+    if not isinstance(header.get("config"), dict) or not isinstance(header.get("model"), dict):
+        raise ArchiveError(f"{path}: header keys 'config' and 'model' must be objects")
+    return check_model_header(header["model"], f"{path}: model")[5]
+
+
+def _finite_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _expected_shape(name: str, shapes: dict[str, tuple]) -> tuple | None:
+    """The shape member ``name`` must have (None: not a checkpoint member)."""
+    if name.startswith("param/"):
+        return shapes.get(name[len("param/"):])
+    prefix, _, index = name.rpartition("/")
+    if prefix.split("@")[0] not in PREFIXES and not prefix.startswith(("local/", "onebit/")):
+        return None
+    if not index.isdigit():
+        return None
+    order = list(shapes.values())
+    i = int(index)
+    if i < len(order):
+        return order[i]
+    if i == len(order) and prefix.split("@")[0] == "opt/slots2":
+        return (1,)  # FSAdaGrad's smoothed frame count
+    return None

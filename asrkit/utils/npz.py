@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import tokenize
 import zipfile
 import zlib
 
@@ -109,7 +110,8 @@ class NpzReader:
                 offset = fp.tell()
         except NpzError:
             raise
-        except (*_READ_ERRORS, SyntaxError, MemoryError, RecursionError) as e:
+        except (*_READ_ERRORS, SyntaxError, tokenize.TokenError, MemoryError,
+                RecursionError) as e:  # numpy parses the header dict with ast and tokenize
             raise NpzError(f"{self._where(name)}: bad npy header ({_why(e)})") from None
         if dtype.kind not in NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype:
             raise NpzError(f"{self._where(name)}: dtype {dtype.str!r} is not a plain number "

@@ -1,5 +1,8 @@
 """ARPA reading and writing: agreement with KenLM and clear errors on malformed files."""
 
+import gzip
+import math
+
 import numpy as np
 import pytest
 
@@ -95,6 +98,11 @@ def test_missing_unk_gets_minus_100_like_kenlm(tmp_path, kenlm):
     ("-0.3\t<s> a", "-0.3\t<s> zz", "not among the unigrams", 13),
     ("\\end\\\n", "", "missing \\end\\", 16),
     ("\\2-grams:", "\\3-grams:", "expected \\2-grams:", 12),
+    ("-0.4\ta b", "nan\ta b", "log10 probability 'nan' is not a number <= 0", 14),
+    ("-0.4\ta b", "inf\ta b", "log10 probability 'inf' is not a number <= 0", 14),
+    ("-0.4\ta b", "0.25\ta b", "log10 probability '0.25' is not a number <= 0", 14),
+    ("-0.7\ta\t-0.3", "-0.7\ta\tnan", "back-off weight 'nan' is not a finite", 9),
+    ("-0.7\ta\t-0.3", "-0.7\ta\t-1e39", "back-off weight '-1e39' is not a finite", 9),
 ])
 def test_malformed_arpa_errors_name_the_line(tmp_path, old, new, message, line):
     path = _write(tmp_path, GOOD.replace(old, new))
@@ -107,7 +115,23 @@ def test_malformed_arpa_errors_name_the_line(tmp_path, old, new, message, line):
 def test_duplicate_ngram_is_an_error(tmp_path):
     path = _write(tmp_path, GOOD.replace("ngram 2=3", "ngram 2=4").replace(
         "-0.4\ta b\n", "-0.4\ta b\n-0.4\ta b\n"))
-    with pytest.raises(ValueError, match="listed twice"):
+    with pytest.raises(ArpaFormatError, match=f"{path}:15: 2-gram 'a b' is listed twice "
+                       r"\(also at line 14\)"):
+        NgramLM.load(path)
+
+
+def test_minus_infinity_is_a_probability_of_zero(tmp_path, kenlm):
+    path = _write(tmp_path, GOOD.replace("-0.4\ta b", "-inf\ta b"))
+    lm = NgramLM.load(path)
+    assert lm.score("a b", bos=False, eos=False) == -math.inf
+    assert kenlm.Model(str(path)).score("a b", bos=False, eos=False) == -math.inf
+
+
+@pytest.mark.parametrize("damage", [lambda d: d[: len(d) // 2], lambda d: d[:10] + b"x" * 40])
+def test_damaged_gzip_names_the_file(tmp_path, damage):
+    path = tmp_path / "lm.arpa.gz"
+    path.write_bytes(damage(gzip.compress(GOOD.encode())))
+    with pytest.raises(ArpaFormatError, match=f"{path}:\\d+: cannot decompress"):
         NgramLM.load(path)
 
 

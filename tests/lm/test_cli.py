@@ -58,3 +58,35 @@ def test_bad_inputs_name_file_and_line(tmp_path, capsys):
     assert f"{bad}:2: bad count header" in capsys.readouterr().err
     assert main(["lm", "train", "--text", str(text), "--output", str(tmp_path / "o")]) == 2
     assert f"{text}:2: the text contains <s>" in capsys.readouterr().err
+
+
+def test_train_clears_temporaries_of_killed_runs_and_publishes_atomically(test_text, tmp_path,
+                                                                           capsys):
+    out = tmp_path / "lm.arpa"
+    stale = tmp_path / ".lm.arpa.k1ll3d.tmp"  # what atomic_open leaves when SIGKILLed
+    stale.write_text("\\data\\\nngram 1=")
+    other = tmp_path / ".other.arpa.x.tmp"  # another output's: not ours to remove
+    other.write_text("x")
+    assert main(["lm", "train", "--text", str(test_text), "--output", str(out)]) == 0
+    assert not stale.exists() and other.exists()
+    assert f"removed {stale}" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.arpa.x.tmp", "lm.arpa"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["train", "--order", "0"], "--order must be in 1..64"),
+    (["train", "--vocab-size", "0"], "--vocab-size must be at least 1"),
+    (["train", "--prune", "nan"], "--prune: pruning threshold must be a finite number"),
+    (["prune", "--threshold", "nan"], "--threshold: pruning threshold must be a finite"),
+])
+def test_numbers_are_checked_before_any_work(args, message, test_text, test_arpa, tmp_path,
+                                             capsys):
+    source = ["--text", str(test_text)] if args[0] == "train" else ["--lm", str(test_arpa)]
+    assert main(["lm", *args, *source, "--output", str(tmp_path / "o.arpa")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o.arpa").exists()
+
+
+def test_output_folder_is_refused(test_text, tmp_path, capsys):
+    assert main(["lm", "train", "--text", str(test_text), "--output", str(tmp_path)]) == 2
+    assert f"{tmp_path}: is a directory" in capsys.readouterr().err
