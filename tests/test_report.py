@@ -41,3 +41,25 @@ def test_report_has_curves_results_alignments_and_commands(tmp_path):
     for src in p.images:
         assert base64.b64decode(src.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
     assert "25.00" in page and "TOO" in page and "asrkit train conf/train.toml" in page
+
+
+def test_recipe_tables_are_shown_with_their_header(tmp_path):
+    import subprocess
+    import sys
+
+    exp = tmp_path / "exp"
+    exp.mkdir()
+    (tmp_path / "wer.tsv").write_text("speaker\tasrkit WER %\tpocketsphinx WER %\n"
+                                      "lucas\t4.20\t33.48\njackson\t1.10\t50.80\n")
+    r = subprocess.run([sys.executable, "-m", "asrkit", "report", str(exp), "--table",
+                        f"WER per speaker={tmp_path / 'wer.tsv'}"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    page = (exp / "report.html").read_text()
+    p = _Collector()
+    p.feed(page)
+    assert "WER per speaker" in p.headings
+    assert "<th>pocketsphinx WER %</th>" in page and "<td>33.48</td>" in page
+    r = subprocess.run([sys.executable, "-m", "asrkit", "report", str(exp), "--table",
+                        "no-equals-sign"], capture_output=True, text=True)
+    assert r.returncode == 2 and "expected TITLE=FILE.tsv" in r.stderr

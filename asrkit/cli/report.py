@@ -32,6 +32,9 @@ def add_arguments(parser) -> None:
                         help="config file to include (repeatable)")
     parser.add_argument("--worst", type=int, default=10, help="worst utterances shown per set")
     parser.add_argument("--out", default=None, help="output (default: EXP_DIR/report.html)")
+    parser.add_argument("--table", action="append", default=[], metavar="TITLE=FILE.tsv",
+                        help="a tab-separated table to show (first line: the header), e.g. WER "
+                        "per speaker made by a recipe; repeatable")
 
 
 # train_log.jsonl keys asrkit report reads, and the JSON types each may have
@@ -91,6 +94,23 @@ def _read_text(path: str) -> str:
         raise CommandError(f"{path}: {e.strerror}") from None
 
 
+def read_tables(specs: list[str]) -> dict[str, list[list[str]]]:
+    """``TITLE=FILE.tsv`` options -> {title: rows}; errors name the option or file."""
+    from asrkit.cli.main import CommandError
+
+    tables = {}
+    for spec in specs:
+        title, sep, path = spec.partition("=")
+        if not sep or not title or not path:
+            raise CommandError(f"--table {spec!r}: expected TITLE=FILE.tsv")
+        rows = [line.rstrip("\r").split("\t") for line in _read_text(path).splitlines()
+                if line.strip()]
+        if not rows:
+            raise CommandError(f"{path}: empty table")
+        tables[title] = rows
+    return tables
+
+
 def run(args) -> int:
     """Gather what the experiment folder holds and write the report."""
     from asrkit.cli.main import CommandError
@@ -102,6 +122,7 @@ def run(args) -> int:
         raise CommandError(f"{exp}: no such folder")
     if args.worst < 0:
         raise CommandError(f"--worst must be >= 0, got {args.worst}")
+    tables = read_tables(args.table)
     log = []
     log_path = os.path.join(exp, "train_log.jsonl")
     if os.path.exists(log_path):
@@ -152,7 +173,8 @@ def run(args) -> int:
     out = args.out or os.path.join(exp, "report.html")
     try:
         write_report(out, args.title or exp, train_log=log, scores=scores, worst=args.worst,
-                     commands=commands, configs=configs, network_dot=dot, summary=summary)
+                     commands=commands, configs=configs, network_dot=dot, summary=summary,
+                     tables=tables)
     except OSError as e:
         raise CommandError(f"{out}: cannot write: {e.strerror}") from None
     print(f"wrote {out}")

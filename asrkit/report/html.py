@@ -67,7 +67,8 @@ def _network_picture(dot_source: str) -> str:
 def write_report(path: str, title: str, train_log: list[dict] | None = None,
                  scores: dict | None = None, worst: int = 10, commands: list[str] | None = None,
                  configs: dict[str, str] | None = None, network_dot: str | None = None,
-                 summary: dict | None = None) -> str:
+                 summary: dict | None = None,
+                 tables: dict[str, list[list[str]]] | None = None) -> str:
     """Write the report to ``path`` atomically and return the HTML.
 
     Args:
@@ -80,6 +81,8 @@ def write_report(path: str, title: str, train_log: list[dict] | None = None,
         configs: file name -> text of each config used.
         network_dot: the network as graphviz dot source.
         summary: extra key/value facts shown at the top (model size, training time, ...).
+        tables: title -> rows (the first row is the header) of tables a recipe made, e.g. WER
+            per speaker beside a peer system's; shown first, under the summary.
     """
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
              f"</title><style>{CSS}</style></head><body><h1>{html.escape(title)}</h1>",
@@ -88,6 +91,13 @@ def write_report(path: str, title: str, train_log: list[dict] | None = None,
         parts.append("<table>" + "".join(f"<tr><th>{html.escape(str(k))}</th><td>"
                                          f"{html.escape(str(v))}</td></tr>"
                                          for k, v in summary.items()) + "</table>")
+    for name, rows in (tables or {}).items():
+        parts.append(f"<h2>{html.escape(name)}</h2><table>")
+        for i, row in enumerate(rows):
+            cell = "th" if i == 0 else "td"
+            parts.append("<tr>" + "".join(f"<{cell}>{html.escape(str(v))}</{cell}>"
+                                          for v in row) + "</tr>")
+        parts.append("</table>")
     if scores:
         parts.append("<h2>Results</h2><table><tr><th>test set</th><th>error rate %</th>"
                      "<th>errors</th><th>tokens</th><th>sub</th><th>del</th><th>ins</th>"
