@@ -1,49 +1,66 @@
 #!/usr/bin/env bash
-# Connected digits, end to end: synthetic corpus -> features -> BLSTM-CTC -> graphs -> decode -> WER.
+# Connected digits, end to end, judged on real speakers it never heard:
+# real (FSDD) + synthetic speech -> features -> BLSTM-CTC -> graphs -> decode -> WER per speaker,
+# beside pocketsphinx on the same audio.
 #
-#   recipes/digits/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--dev-speakers N]
-#                         [--test-speakers N] [--utts-per-speaker N] [--epochs N] [--jobs N]
-#                         [--mpi N] [--resume]
+#   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
+#       [--train-speakers N] [--dev-speakers N] [--test-speakers N] [--utts-per-speaker N]
+#       [--pretrain-epochs N] [--epochs N] [--jobs N] [--mpi N] [--resume]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
-#   0 data      synthesise the corpus with eSpeak NG (train/test split by voice)
-#   1 features  40-dim fbank + per-speaker CMVN stats (asrkit compute-features)
+#   0 data      FSDD's four real speakers (download, or --fsdd DIR / the shared corpora copy)
+#               and every installed English TTS voice, perturbed and sent through simulated
+#               rooms, microphones, phone lines and codecs (local/make_corpus.py); cached
+#   1 features  40 log-mel filterbanks of 8 kHz audio (16 kHz input is resampled, so one model
+#               serves both), per-utterance mean normalisation (as asrkit transcribe does)
 #   2 lang      tokens, lexicon, 3-gram LM on the training transcripts (asrkit lm train)
-#   3 train     BLSTM-CTC acoustic model (asrkit train conf/train.toml)
-#   4 graph     TLG for a digit loop and for the 3-gram LM (asrkit graph build)
-#   5 decode    Viterbi beam search over both graphs (asrkit decode), scored (asrkit score)
-#   6 final     exp/final/: a self-contained model directory for asrkit transcribe; report.html
+#   3 pretrain  BLSTM-CTC on the synthetic speech alone (exp/synth)
+#   4 train     the shipped model: from exp/synth, on synthetic + all four real speakers
+#   5 graph     TLG for a digit loop and for the 3-gram LM (asrkit graph build)
+#   6 decode    word insertion penalty tuned on dev; synthetic test voices never heard in training
+#   7 loso      leave-one-speaker-out: for each real speaker, a model from exp/synth trained
+#               without them, tested on all their recordings (isolated digits and strings)
+#   8 peer      pocketsphinx 5.1.1 (digit-loop JSGF grammar) on the same test audio
+#   9 final     exp/final/ (a model folder for asrkit transcribe), WER tables, report.html
 #
-# --mpi N trains (stage 3) data-parallel on N ranks: mpiexec -n N asrkit train ... (one thread
-# per rank unless OMP/OPENBLAS/NUMBA_NUM_THREADS are set); --resume continues stage 3 from the
-# last checkpoint in exp/blstm after an interrupted run (e.g. --stage 3 --resume).
+# --mpi N trains (stages 3, 4, 7) data-parallel on N ranks under mpiexec; --resume continues an
+# interrupted training stage from its last checkpoint (e.g. --stage 4 --resume).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 stage=0
 stop_stage=100
-train_speakers=160
+fsdd=             # a local FSDD copy (default: $ASRKIT_CORPORA, ../shared/corpora, or download)
+prepare=1         # install the voices, pyroomacoustics and pocketsphinx first
+loso=1
+train_speakers=120
 dev_speakers=10
-test_speakers=40
+test_speakers=30
 utts_per_speaker=20
-epochs=15
+pretrain_epochs=8
+epochs=6
 jobs=2
 mpi=1
 resume=
+speakers=(jackson nicolas yweweler lucas)
 
 while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage=$2; shift 2 ;;
     --stop-stage) stop_stage=$2; shift 2 ;;
+    --fsdd) fsdd=$2; shift 2 ;;
+    --no-prepare) prepare=; shift ;;
+    --no-loso) loso=; shift ;;
     --train-speakers) train_speakers=$2; shift 2 ;;
     --dev-speakers) dev_speakers=$2; shift 2 ;;
     --test-speakers) test_speakers=$2; shift 2 ;;
     --utts-per-speaker) utts_per_speaker=$2; shift 2 ;;
+    --pretrain-epochs) pretrain_epochs=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --mpi) mpi=$2; shift 2 ;;
     --resume) resume=--resume; shift ;;
-    -h|--help) sed -n '2,19p' "$(basename "$0")"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$(basename "$0")"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -56,25 +73,39 @@ echo "# $(date -u +%FT%TZ) $0 $*" >> exp/commands.txt
 
 source ../utils/stages.sh  # run_stage, log
 
+# (run_stage calls the stage functions in an `if`, where set -e is off: each step checks itself)
+
 stage_data() {
+  if [ -n "$prepare" ]; then log bash ../utils/prepare_recipe.sh || return; fi
   log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \
     --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" \
-    --utts-per-speaker "$utts_per_speaker"
+    --utts-per-speaker "$utts_per_speaker" --test-speaker none --jobs "$jobs" \
+    ${fsdd:+--fsdd "$fsdd"} || return
+}
+
+feature_parts() {  # the data dirs stage 0 made, as NAME=DIR (NAME names its features)
+  local p s
+  for p in train dev test; do echo "synth_$p=data/synth/$p"; done
+  for s in "${speakers[@]}"; do
+    for p in train dev test; do echo "fsdd_${s}_$p=data/fsdd/$s/$p"; done
+  done
 }
 
 stage_features() {
-  for part in train dev test; do
-    log asrkit compute-features "data/$part" --config conf/fbank.toml --out "data/fbank/$part" \
-      --jobs "$jobs"
+  local entry
+  for entry in $(feature_parts); do
+    log asrkit compute-features "${entry#*=}" --config conf/fbank.toml \
+      --out "data/fbank/${entry%%=*}" --jobs "$jobs" || return
   done
 }
 
 stage_lang() {
-  log "$python" local/prepare_lang.py data/train/text data/lang
+  cat data/synth/train/text data/fsdd/*/train/text | sort -u > data/lm_train_text
+  log "$python" local/prepare_lang.py data/lm_train_text data/lang || return
   log asrkit lm train --order 3 --text data/lang/lm_text.txt --output data/lang/G.arpa
 }
 
-stage_train() {
+train_model() {  # train_model OUT TRAIN_DIR DEV_DIR EPOCHS [INIT]
   local launch=()
   if [ "$mpi" -gt 1 ]; then
     # the mpich wheel installs mpiexec next to asrkit; else the system's (or Slurm's srun)
@@ -86,58 +117,114 @@ stage_train() {
             OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
             NUMBA_NUM_THREADS="${NUMBA_NUM_THREADS:-1}" "$mpiexec" -n "$mpi")
   fi
-  log "${launch[@]}" asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs" \
-    $resume
+  log "${launch[@]}" asrkit train conf/train.toml --out "$1" --set "reader.data_dir=$2" \
+    --set "reader.cv_data_dir=$3" --set "train.epochs=$4" ${5:+--set "train.init=$5"} $resume
+}
+
+combine_features() {  # combine_features OUT DIR...: one features dir from several
+  rm -rf "$1"
+  log asrkit data combine "$@"
+}
+
+stage_pretrain() {
+  train_model exp/synth data/fbank/synth_train data/fbank/synth_dev "$pretrain_epochs"
+}
+
+stage_train() {
+  local s train=(data/fbank/synth_train) dev=(data/fbank/synth_dev)
+  for s in "${speakers[@]}"; do train+=("data/fbank/fsdd_${s}_train"); dev+=("data/fbank/fsdd_${s}_dev"); done
+  combine_features data/fbank/train "${train[@]}" || return
+  combine_features data/fbank/dev "${dev[@]}" || return
+  train_model exp/blstm data/fbank/train data/fbank/dev "$epochs" exp/synth/final.mdl
 }
 
 stage_graph() {
   log asrkit graph build --tokens data/lang/tokens.txt --lexicon data/lang/lexicon.txt \
-    --word-loop --out exp/graph_loop
+    --word-loop --out exp/graph_loop || return
   log asrkit graph build --tokens data/lang/tokens.txt --lexicon data/lang/lexicon.txt \
     --lm data/lang/G.arpa --out exp/graph_tg
 }
 
 stage_decode() {
-  # the word insertion penalty is tuned on dev (as Kaldi's scoring picks its penalty), then
-  # the test set is decoded once with the best value
+  # the word insertion penalty is tuned on dev (as Kaldi's scoring picks its penalty), then the
+  # synthetic test set (voices never heard in training) is decoded once with the best value
+  local graph
   for graph in loop tg; do
-    best_wip=0; best_wer=1000
-    for wip in 0 -1 -2 -3; do
-      log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/fbank/dev \
-        --out "exp/blstm/decode_dev_${graph}_wip$wip" --word-insertion-penalty=$wip --nbest 1
-      wer=$("$python" -c "import json,sys; print(json.load(open(sys.argv[1]))['error_rate'])" \
-        "exp/blstm/decode_dev_${graph}_wip$wip/score.json")
-      if "$python" -c "import sys; sys.exit(not float(sys.argv[1]) < float(sys.argv[2]))" \
-          "$wer" "$best_wer"; then best_wer=$wer; best_wip=$wip; fi
-    done
-    echo "graph $graph: word insertion penalty $best_wip (dev WER $best_wer)"
-    echo "$best_wip" > "exp/blstm/wip_$graph"
-    log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/fbank/test \
-      --out "exp/blstm/decode_test_$graph" --word-insertion-penalty="$best_wip"
-    log asrkit score --report "exp/blstm/decode_test_$graph/wer_details.txt" \
-      data/test/text "exp/blstm/decode_test_$graph/hyp.txt"
-    rm -rf exp/blstm/decode_dev_"${graph}"_wip*
+    log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/fbank/dev \
+      --out "exp/blstm/decode_dev_$graph" --tune-wip=-4:0:1 --nbest 1 || return
+    log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl \
+      data/fbank/synth_test --out "exp/blstm/decode_synth_test_$graph" \
+      --word-insertion-penalty="$(cat "exp/blstm/decode_dev_$graph/best_wip")" || return
   done
 }
 
+stage_loso() {
+  [ -n "$loso" ] || { echo "leave-one-speaker-out skipped (--no-loso)"; return 0; }
+  local held s train dev wip
+  wip=$(cat exp/blstm/decode_dev_tg/best_wip)
+  for held in "${speakers[@]}"; do
+    train=(data/fbank/synth_train); dev=(data/fbank/synth_dev)
+    for s in "${speakers[@]}"; do
+      [ "$s" = "$held" ] && continue
+      train+=("data/fbank/fsdd_${s}_train"); dev+=("data/fbank/fsdd_${s}_dev")
+    done
+    combine_features "data/fbank/train_no_$held" "${train[@]}" || return
+    combine_features "data/fbank/dev_no_$held" "${dev[@]}" || return
+    train_model "exp/loso/$held" "data/fbank/train_no_$held" "data/fbank/dev_no_$held" \
+      "$epochs" exp/synth/final.mdl || return
+    log asrkit decode --graph exp/graph_tg --model "exp/loso/$held/final.mdl" \
+      "data/fbank/fsdd_${held}_test" --out "exp/loso/decode/$held" \
+      --word-insertion-penalty="$wip" --nbest 1 || return
+  done
+}
+
+stage_peer() {
+  if ! "$python" -c "import pocketsphinx" 2>/dev/null; then
+    echo "pocketsphinx is not installed (recipes/utils/prepare_recipe.sh): no peer figures"
+    return 0
+  fi
+  local s
+  for s in "${speakers[@]}"; do
+    log "$python" local/pocketsphinx_decode.py "data/fsdd/$s/test" "exp/pocketsphinx/$s" || return
+  done
+  log "$python" local/pocketsphinx_decode.py data/synth/test exp/pocketsphinx/synth_test
+}
+
 stage_final() {
+  local s sets=()
   log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg \
-    --features conf/fbank.toml --word-insertion-penalty="$(cat exp/blstm/wip_tg)" --out exp/final
-  log asrkit report exp/blstm --title "digits: BLSTM-CTC (test: unheard voices)" \
-    --ref data/test/text \
-    --commands exp/commands.txt --config conf/train.toml --config conf/fbank.toml
+    --features conf/fbank.toml --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" \
+    --out exp/final || return
+  for s in "${speakers[@]}"; do sets+=(--set "$s=data/fsdd/$s/test"); done
+  mkdir -p exp/tables
+  if [ -n "$loso" ]; then
+    log "$python" local/wer_table.py exp/tables/real_speakers.tsv "${sets[@]}" \
+      --system asrkit=exp/loso/decode --system pocketsphinx=exp/pocketsphinx \
+      --group=-iso-=isolated --group=-str-=strings || return
+  fi
+  mkdir -p exp/blstm/synth
+  ln -sfn ../decode_synth_test_tg exp/blstm/synth/synth_test
+  log "$python" local/wer_table.py exp/tables/synth_voices.tsv --set synth_test=data/synth/test \
+    --system asrkit=exp/blstm/synth --system pocketsphinx=exp/pocketsphinx || return
+  local tables=(--table "Synthetic voices never heard in training=exp/tables/synth_voices.tsv")
+  [ -n "$loso" ] && tables=(--table "Real speakers never heard in training (leave one speaker out)=exp/tables/real_speakers.tsv" "${tables[@]}")
+  log asrkit report exp/blstm --title "digits: BLSTM-CTC on real and synthetic speech" \
+    --ref data/fbank/synth_test/text "${tables[@]}" --commands exp/commands.txt \
+    --config conf/train.toml --config conf/fbank.toml
 }
 
 run_stage 0 data stage_data
 run_stage 1 features stage_features
 run_stage 2 lang stage_lang
-run_stage 3 train stage_train
-run_stage 4 graph stage_graph
-run_stage 5 decode stage_decode
-run_stage 6 final stage_final
+run_stage 3 pretrain stage_pretrain
+run_stage 4 train stage_train
+run_stage 5 graph stage_graph
+run_stage 6 decode stage_decode
+run_stage 7 loso stage_loso
+run_stage 8 peer stage_peer
+run_stage 9 final stage_final
 
-for graph in loop tg; do
-  f=exp/blstm/decode_test_$graph/hyp.txt
-  [ -f "$f" ] && echo "test ($graph): $(asrkit score --summary-only data/test/text "$f")"
+for t in exp/tables/real_speakers.tsv exp/tables/synth_voices.tsv; do
+  [ -f "$t" ] && { echo "== $t"; column -t -s $'\t' "$t"; }
 done
 exit 0
