@@ -2,11 +2,11 @@
 # Connected digits, end to end: synthetic corpus -> features -> BLSTM-CTC -> graphs -> decode -> WER.
 #
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--dev-speakers N]
-#                         [--test-speakers N] [--utts-per-speaker N] [--epochs N] [--jobs N]
-#                         [--mpi N] [--resume]
+#     [--test-speakers N] [--utts-per-speaker N] [--fsdd DIR] [--test-speaker S|none] [--no-prepare]
+#     [--fsdd-takes N] [--epochs N] [--jobs N] [--mpi N] [--resume]  (data: local/make_corpus.py)
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
-#   0 data      synthesise the corpus with eSpeak NG (train/test split by voice)
+#   0 data      FSDD (4 real speakers) + TTS voices, perturbed, through simulated channels
 #   1 features  40-dim fbank + per-speaker CMVN stats (asrkit compute-features)
 #   2 lang      tokens, lexicon, 3-gram LM on the training transcripts (asrkit lm train)
 #   3 train     BLSTM-CTC acoustic model (asrkit train conf/train.toml)
@@ -22,10 +22,14 @@ cd "$(dirname "$0")"
 
 stage=0
 stop_stage=100
-train_speakers=160
+train_speakers=120
 dev_speakers=10
-test_speakers=40
+test_speakers=30
 utts_per_speaker=20
+fsdd=            # a local FSDD copy (default: $ASRKIT_CORPORA, ../shared/corpora, or download)
+test_speaker=lucas  # FSDD speaker held out of the default fold (data/test_real); none: all
+fsdd_takes=50    # FSDD takes of each digit to use (fewer for quick runs)
+prepare=1        # install the voices first (../utils/prepare_recipe.sh)
 epochs=15
 jobs=2
 mpi=1
@@ -39,6 +43,10 @@ while [ $# -gt 0 ]; do
     --dev-speakers) dev_speakers=$2; shift 2 ;;
     --test-speakers) test_speakers=$2; shift 2 ;;
     --utts-per-speaker) utts_per_speaker=$2; shift 2 ;;
+    --fsdd) fsdd=$2; shift 2 ;;
+    --test-speaker) test_speaker=$2; shift 2 ;;
+    --fsdd-takes) fsdd_takes=$2; shift 2 ;;
+    --no-prepare) prepare=; shift ;;
     --epochs) epochs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --mpi) mpi=$2; shift 2 ;;
@@ -57,9 +65,28 @@ echo "# $(date -u +%FT%TZ) $0 $*" >> exp/commands.txt
 source ../utils/stages.sh  # run_stage, log
 
 stage_data() {
+  # (run_stage calls this in an `if`, where set -e is off: each step checks its own status)
+  if [ -n "$prepare" ]; then log bash ../utils/prepare_recipe.sh || return; fi
   log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \
     --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" \
-    --utts-per-speaker "$utts_per_speaker"
+    --utts-per-speaker "$utts_per_speaker" --test-speaker "$test_speaker" --jobs "$jobs" \
+    --fsdd-takes "$fsdd_takes" ${fsdd:+--fsdd "$fsdd"} || return
+  # the default fold: synthetic + three FSDD speakers to train on, the fourth to test on
+  local train=(data/synth/train) dev=(data/synth/dev) spk part
+  for spk in jackson nicolas yweweler lucas; do
+    [ "$spk" = "$test_speaker" ] && continue
+    train+=("data/fsdd/$spk/train"); dev+=("data/fsdd/$spk/dev")
+  done
+  rm -rf data/train data/dev data/test data/test_real
+  log asrkit data combine data/train "${train[@]}" || return
+  log asrkit data combine data/dev "${dev[@]}" || return
+  log asrkit data combine data/test data/synth/test || return
+  if [ "$test_speaker" != none ]; then
+    log asrkit data combine data/test_real "data/fsdd/$test_speaker/test" || return
+  fi
+  for part in train dev test test_real; do
+    if [ -d "data/$part" ]; then log asrkit data validate "data/$part" || return; fi
+  done
 }
 
 stage_features() {
