@@ -28,7 +28,12 @@ import os
 
 import numpy as np
 
-from asrkit.recognizer.model_folder import ModelFolder, load_model_folder
+from asrkit.recognizer.model_folder import (
+    MANIFEST,
+    NORMALIZATION,
+    ModelFolder,
+    load_model_folder,
+)
 from asrkit.recognizer.options import RecognizerError, chunk_seconds, search_options
 from asrkit.recognizer.result import Alignment, Result
 
@@ -84,8 +89,6 @@ class Recognizer:
         transcribe.
         """
         folder = load_model_folder(path, need_graph=False)
-        from asrkit.recognizer.model_folder import MANIFEST
-
         opts = search_options(search, folder.manifest["decode"], folder.frame_shift,
                               f"{os.path.join(folder.path, MANIFEST)}: decode.")
         return cls(folder, opts, max_chunk)
@@ -105,8 +108,6 @@ class Recognizer:
     def normalization(self) -> dict:
         """The CMVN settings (``cmvn``, ``norm_vars``, ``cmn_window``, ``min_cmn_window``,
         ``cmn_center``) the model was trained with."""
-        from asrkit.recognizer.model_folder import NORMALIZATION
-
         return {k: self.folder.manifest[k] for k in NORMALIZATION}
 
     def settings(self) -> dict:
