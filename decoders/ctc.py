@@ -33,6 +33,7 @@ import numba
 import numpy as np
 
 from asrkit.decoders.decodable import as_matrix
+from asrkit.decoders.options import count, finite
 
 LN10 = math.log(10.0)
 NEG_INF = -math.inf
@@ -45,9 +46,7 @@ def ctc_greedy(log_probs, blank: int = 0, length: int | None = None) -> list[int
     Takes ``[T, C]`` scores (array or decodable) and optionally the valid length; returns the
     token ids.
     """
-    scores = as_matrix(log_probs)
-    if length is not None:
-        scores = scores[:length]
+    scores = _valid_scores(log_probs, blank, length)
     best = scores.argmax(axis=1)
     out, prev = [], -1
     for tok in best.tolist():
@@ -55,6 +54,20 @@ def ctc_greedy(log_probs, blank: int = 0, length: int | None = None) -> list[int
             out.append(tok)
         prev = tok
     return out
+
+
+def _valid_scores(log_probs, blank: int, length: int | None) -> np.ndarray:
+    """The ``[T, C]`` scores (``as_matrix``: no NaN or +inf) cut to ``length`` frames, with
+    ``blank`` a column and ``length`` within 0..T; ValueError naming the option otherwise."""
+    scores = as_matrix(log_probs)
+    blank = count("blank", blank, 0)
+    if blank >= scores.shape[1]:
+        raise ValueError(f"blank must be a token id below {scores.shape[1]}, got {blank}")
+    if length is not None:
+        if count("length", length, 0) > scores.shape[0]:
+            raise ValueError(f"length {length} exceeds the {scores.shape[0]} frames")
+        scores = scores[:length]
+    return scores
 
 
 def ctc_greedy_batch(log_probs: np.ndarray, lengths: np.ndarray, blank: int = 0) -> list[list[int]]:
@@ -231,11 +244,15 @@ def ctc_prefix_beam_search(log_probs, tokens: Sequence[str] | None = None, blank
         raise ValueError("LM fusion and lexicon constraints need the token strings (tokens=...)")
     if unit not in ("word", "char", "bpe"):
         raise ValueError(f"unit must be 'word', 'char' or 'bpe', got {unit!r}")
+    beam, nbest = count("beam", beam), count("nbest", nbest)
+    token_beam = finite("token_beam", token_beam, 0.0, allow_inf=True)
+    score_beam = finite("score_beam", score_beam, 0.0, strict=True, allow_inf=True)
+    lm_weight, word_bonus = finite("lm_weight", lm_weight), finite("word_bonus", word_bonus)
     if lexicon is not None and not isinstance(lexicon, Lexicon):
         lexicon = Lexicon(lexicon)
-    scores = as_matrix(log_probs)
-    if length is not None:
-        scores = scores[:length]
+    scores = _valid_scores(log_probs, blank, length)
+    if tokens is not None and len(tokens) != scores.shape[1]:
+        raise ValueError(f"{len(tokens)} token strings for scores of {scores.shape[1]} tokens")
     if lm is None and lexicon is None and (tokens is None or word_bonus == 0.0):
         prefixes = _plain_prefix_search(scores, blank, beam, token_beam, score_beam)
         return _finish_plain(prefixes, tokens, unit, word_delimiter, word_bonus, nbest)

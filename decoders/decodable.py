@@ -49,6 +49,7 @@ class MatrixDecodable:
         if log_probs.ndim != 2:
             raise ValueError(f"log_probs must be [frames, tokens], got shape {log_probs.shape}")
         self.scores = np.ascontiguousarray(log_probs, dtype=np.float32) * np.float32(acoustic_scale)
+        check_scores(self.scores)
 
     @property
     def num_tokens(self) -> int:
@@ -67,9 +68,23 @@ class MatrixDecodable:
         return self.scores[t]
 
 
+def check_scores(scores: np.ndarray) -> None:
+    """Raise ValueError naming the first frame whose scores (float ``[T, C]``) hold NaN or
+    +inf: no search result from them would mean anything. -inf (probability 0) is allowed."""
+    bad = np.isnan(scores) | (scores == np.inf)
+    if bad.any():
+        t = int(np.flatnonzero(bad.any(axis=1))[0])
+        raise ValueError(f"the scores hold NaN or +inf (first at frame {t} of "
+                         f"{scores.shape[0]})")
+
+
 def as_matrix(decodable_or_array, acoustic_scale: float = 1.0) -> np.ndarray:
-    """Return a float32 ``[T, C]`` matrix of scaled scores from a decodable or an array."""
+    """Return a float32 ``[T, C]`` matrix of scaled scores from a decodable or an array;
+    ValueError when they hold NaN or +inf (``check_scores``)."""
     if isinstance(decodable_or_array, np.ndarray):
         return MatrixDecodable(decodable_or_array, acoustic_scale).scores
     d = decodable_or_array
-    return np.stack([d.frame(t) for t in range(d.num_frames_ready())]) * np.float32(acoustic_scale)
+    scores = np.stack([d.frame(t) for t in range(d.num_frames_ready())]) * np.float32(
+        acoustic_scale)
+    check_scores(scores)
+    return scores

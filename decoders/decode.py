@@ -31,6 +31,21 @@ class DecodeOptions:
     nbest: int = 10                   # hypotheses kept (1: no lattice work)
     frame_shift: float = 0.01         # seconds per network output frame (x subsampling)
 
+    def __post_init__(self):
+        """Refuse values no search can use (NaN, negative beams, ...), naming the option."""
+        from asrkit.decoders.options import count, finite
+
+        self.beam = finite("beam", self.beam, 0.0, strict=True)
+        self.max_active = count("max_active", self.max_active, 1)
+        self.min_active = count("min_active", self.min_active, 0)
+        self.beam_delta = finite("beam_delta", self.beam_delta, 0.0)
+        self.acoustic_scale = finite("acoustic_scale", self.acoustic_scale, 0.0, strict=True)
+        self.word_insertion_penalty = finite("word_insertion_penalty",
+                                             self.word_insertion_penalty)
+        self.lattice_beam = finite("lattice_beam", self.lattice_beam, 0.0, strict=True)
+        self.nbest = count("nbest", self.nbest, 1)
+        self.frame_shift = finite("frame_shift", self.frame_shift, 0.0, strict=True)
+
 
 @dataclasses.dataclass
 class DecodingGraph:
@@ -43,28 +58,53 @@ class DecodingGraph:
 
     @classmethod
     def load(cls, folder: str) -> DecodingGraph:
-        """Read a graph folder written by ``asrkit graph build``; errors name the file."""
-        from asrkit.decoders.fst import load_fst
+        """Read a graph folder written by ``asrkit graph build``. Every file is checked before
+        a search may use it (the arrays' ranges and weights, TLG's labels against
+        ``graph.json``'s token count and ``words.txt``); errors raise ValueError naming the
+        file, OSError when one is unreadable."""
+        from asrkit.decoders.fst import SymbolTable, load_fst
+        from asrkit.decoders.graph.tokens import ILABEL_OFFSET
+        from asrkit.utils.textfile import read_text
 
+        folder = os.fspath(folder)
+        if not os.path.isdir(folder):
+            raise FileNotFoundError(f"{folder}: no such graph folder")
         tlg_path = os.path.join(folder, "TLG.npz")
         if not os.path.exists(tlg_path):
             raise FileNotFoundError(f"{tlg_path}: no decoding graph (run asrkit graph build)")
-        info = {}
+        info: dict = {}
         info_path = os.path.join(folder, "graph.json")
         if os.path.exists(info_path):
-            with open(info_path, encoding="utf-8") as f:
-                info = json.load(f)
-        words = {}
-        with open(os.path.join(folder, "words.txt"), encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                fields = line.split()
-                if not fields:
-                    continue
-                if len(fields) != 2 or not fields[1].isdigit():
-                    raise ValueError(f"{folder}/words.txt:{lineno}: expected 'word id'")
-                words[int(fields[1])] = fields[0]
+            try:
+                info = json.loads(read_text(info_path))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{info_path}:{e.lineno}: not JSON ({e.msg})") from None
+            if not isinstance(info, dict):
+                raise ValueError(f"{info_path}: expected a JSON object")
+        offset = info.get("ilabel_offset", ILABEL_OFFSET)
+        if offset != ILABEL_OFFSET or isinstance(offset, bool):
+            raise ValueError(f"{info_path}: ilabel_offset is {offset!r}; asrkit graphs have "
+                             f"{ILABEL_OFFSET}")
+        num_tokens = info.get("num_tokens")
+        if num_tokens is not None and (not isinstance(num_tokens, int) or
+                                       isinstance(num_tokens, bool) or num_tokens < 1):
+            raise ValueError(f"{info_path}: num_tokens is {num_tokens!r}, expected a count")
+        words_path = os.path.join(folder, "words.txt")
+        table = SymbolTable.read_text(words_path)
+        words = {i: s for i, s in table}
         fst = load_fst(tlg_path)
-        return cls(GraphArrays.from_fst(fst), words, int(info.get("ilabel_offset", 1)), info)
+        arrays = GraphArrays.from_fst(fst)
+        arrays.check(tlg_path)
+        olabels = np.unique(arrays.olabel)
+        missing = [int(o) for o in olabels if o != 0 and int(o) not in words]
+        if missing:
+            raise ValueError(f"{words_path}: has no word for TLG's output label "
+                             f"{missing[0]} ({len(missing)} labels missing)")
+        top = int(arrays.ilabel.max()) if len(arrays.ilabel) else 0
+        if num_tokens is not None and top > num_tokens + offset - 1:
+            raise ValueError(f"{tlg_path}: input label {top} is beyond the {num_tokens} tokens "
+                             f"{info_path} declares")
+        return cls(arrays, words, int(offset), info)
 
 
 @dataclasses.dataclass

@@ -79,6 +79,33 @@ class GraphArrays:
                    np.array([a[3] for a in arcs], np.int32),
                    np.array([a[4] for a in arcs], np.float32), final, int(start))
 
+    def check(self, name: str = "graph") -> None:
+        """Raise ValueError naming ``name`` unless the search can run on these arrays: CSR
+        offsets from 0 to the arc count, non-decreasing; arc destinations and the start state
+        in range; labels >= 0; weights and final weights neither NaN nor -inf; and no cycle of
+        epsilon arcs with a negative total weight (the search would follow it forever)."""
+        offsets, num_arcs = np.asarray(self.offsets), len(self.dst)
+        if (len(offsets) != self.num_states + 1 or offsets[0] != 0 or offsets[-1] != num_arcs
+                or np.any(np.diff(offsets) < 0)):
+            raise ValueError(f"{name}: the arc offsets do not cover the arcs in order")
+        if not (len(self.ilabel) == len(self.olabel) == len(self.weight) == num_arcs):
+            raise ValueError(f"{name}: the arc arrays differ in length")
+        if num_arcs and (self.dst.min() < 0 or self.dst.max() >= self.num_states):
+            raise ValueError(f"{name}: an arc leads to a state outside 0..{self.num_states - 1}")
+        if num_arcs and (self.ilabel.min() < 0 or self.olabel.min() < 0):
+            raise ValueError(f"{name}: negative label")
+        if not 0 <= self.start < self.num_states:
+            raise ValueError(f"{name}: start state {self.start} is not a state (empty graph?)")
+        for what, w in (("an arc", self.weight), ("a final", self.final)):
+            if np.isnan(w).any() or (w == -np.inf).any():
+                raise ValueError(f"{name}: {what} weight is NaN or -inf")
+        if _negative_epsilon_cycle(np.ascontiguousarray(offsets, np.int64),
+                                   np.ascontiguousarray(self.dst, np.int32),
+                                   np.ascontiguousarray(self.ilabel, np.int32),
+                                   np.ascontiguousarray(self.weight, np.float32)):
+            raise ValueError(f"{name}: a cycle of epsilon arcs has a negative weight (a search "
+                             "would never leave it)")
+
     def search_arrays(self) -> SearchArrays:
         """The arrays the search reads: arcs epsilon-first within each state (a stable
         reordering, the identity for graphs arc-sorted by input label such as TLG) and each
@@ -88,6 +115,50 @@ class GraphArrays:
         if cached is None:
             cached = self.__dict__["_search"] = SearchArrays.of(self)
         return cached
+
+
+@numba.njit(cache=True)
+def _negative_epsilon_cycle(offsets, dst, ilabel, weight):
+    """True when the epsilon arcs (ilabel 0) form a cycle of negative total weight: a
+    topological sort (Kahn) proves most graphs acyclic at once; otherwise Bellman-Ford over
+    the epsilon arcs, in the search's float32, still relaxing after S passes finds one."""
+    S = offsets.shape[0] - 1
+    indeg = np.zeros(S, np.int64)
+    for a in range(dst.shape[0]):
+        if ilabel[a] == 0:
+            indeg[dst[a]] += 1
+    stack = np.empty(S, np.int64)
+    top = 0
+    for s in range(S):
+        if indeg[s] == 0:
+            stack[top] = s
+            top += 1
+    done = 0
+    while top > 0:
+        top -= 1
+        s = stack[top]
+        done += 1
+        for a in range(offsets[s], offsets[s + 1]):
+            if ilabel[a] == 0:
+                indeg[dst[a]] -= 1
+                if indeg[dst[a]] == 0:
+                    stack[top] = dst[a]
+                    top += 1
+    if done == S:
+        return False
+    dist = np.zeros(S, np.float32)
+    for _ in range(S):
+        changed = False
+        for s in range(S):
+            for a in range(offsets[s], offsets[s + 1]):
+                if ilabel[a] == 0:
+                    c = dist[s] + weight[a]
+                    if c < dist[dst[a]]:
+                        dist[dst[a]] = c
+                        changed = True
+        if not changed:
+            return False
+    return True
 
 
 @dataclasses.dataclass
@@ -473,6 +544,15 @@ def viterbi_decode(graph: GraphArrays, log_likelihoods, beam: float = 16.0,
     Returns:
         A ``DecodeResult``.
     """
+    from asrkit.decoders.options import count, finite
+
+    beam = finite("beam", beam, 0.0, strict=True)
+    max_active, min_active = count("max_active", max_active), count("min_active", min_active, 0)
+    acoustic_scale = finite("acoustic_scale", acoustic_scale, 0.0, strict=True)
+    word_insertion_penalty = finite("word_insertion_penalty", word_insertion_penalty)
+    beam_delta = finite("beam_delta", beam_delta, 0.0)
+    if lattice_beam is not None:
+        lattice_beam = finite("lattice_beam", lattice_beam, 0.0, strict=True)
     scores = as_matrix(log_likelihoods, acoustic_scale)
     T = scores.shape[0]
     g = graph.search_arrays()

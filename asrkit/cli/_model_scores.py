@@ -28,7 +28,10 @@ def feature_frame_shift(data_dir: str) -> float:
 
 
 def model_scores(model_path: str, data_dir: str):
-    """Return (iterator of (utt, log_probs float32 [T', C], None), seconds per output frame)."""
+    """Return (iterator of (utt, log_probs float32 [T', C] or None, error or None), seconds per
+    output frame). An utterance whose features cannot be read, do not fit the model or are not
+    finite comes with its error and no log-probs; a bad feats.scp/cmvn.scp line fails only
+    the utterances it concerns."""
     from asrkit.cli.main import CommandError
     from asrkit.features import normalize
     from asrkit.io import DataDir, RandomAccessTable
@@ -49,10 +52,12 @@ def model_scores(model_path: str, data_dir: str):
     except ValueError as e:
         raise CommandError(str(e)) from e
     mode = norm["cmvn"]
-    cmvn = RandomAccessTable(f"scp:{os.path.join(data_dir, 'cmvn.scp')}") \
+    cmvn = RandomAccessTable(f"scp:{os.path.join(data_dir, 'cmvn.scp')}", strict=False) \
         if mode == "speaker" and d.has("cmvn.scp") else None
     utt2spk = d.utt2spk if cmvn is not None else {}
-    feats = RandomAccessTable(f"scp:{os.path.join(data_dir, 'feats.scp')}")
+    feats = RandomAccessTable(f"scp:{os.path.join(data_dir, 'feats.scp')}", strict=False)
+    for error in feats.line_errors:
+        print(f"asrkit: {error}; skipped", file=sys.stderr)
     num_frames = d.utt2num_frames() if d.has("utt2num_frames") else {}
     utts = sorted(feats.keys(), key=lambda u: (num_frames.get(u, 0), u))
     subsampling = 3000 / max(int(model.output_lengths(np.array([3000], np.int32))[0]), 1)
@@ -62,6 +67,9 @@ def model_scores(model_path: str, data_dir: str):
         m = np.asarray(feats[utt], np.float32)
         if mode == "speaker" and cmvn is None:
             return m
+        if mode == "speaker" and utt2spk.get(utt) not in cmvn:
+            raise ValueError(f"speaker {utt2spk.get(utt)!r} of utterance {utt!r} has no CMVN "
+                             f"stats in {data_dir}/cmvn.scp")
         stats = cmvn[utt2spk[utt]] if mode == "speaker" else None
         return normalize(m, mode, norm["norm_vars"], stats, norm["cmn_window"],
                          norm["min_cmn_window"], norm["cmn_center"])
@@ -83,12 +91,15 @@ def model_scores(model_path: str, data_dir: str):
         for utt in utts:
             try:
                 m = normalised(utt)
-            except Exception as e:  # a bad utterance is reported and skipped
-                print(f"asrkit: {utt}: cannot read features: {e}; skipped", file=sys.stderr)
+            except Exception as e:  # a bad utterance is reported, counted and skipped
+                yield utt, None, f"cannot read features: {e}"
                 continue
             if m.ndim != 2 or m.shape[1] != model.input_dim or m.shape[0] == 0:
-                print(f"asrkit: {utt}: features {m.shape} do not fit the model "
-                      f"([frames, {model.input_dim}]); skipped", file=sys.stderr)
+                yield utt, None, (f"features {m.shape} do not fit the model "
+                                  f"([frames, {model.input_dim}])")
+                continue
+            if not np.all(np.isfinite(m)):
+                yield utt, None, "features are not finite (NaN or inf)"
                 continue
             if batch and (len(batch) + 1) * max(m.shape[0], batch[-1][1].shape[0]) > BATCH_FRAMES:
                 yield from flush()

@@ -69,9 +69,10 @@ def run(args) -> int:
                 if isinstance(audio, str):
                     aligned = rec.align(audio, text)
                 else:  # samples at the model's rate, read through wav.scp
-                    aligned = rec.align(audio, text, rec.sample_rate)
+                    aligned = rec.align(audio, text, rec.sample_rate, name=utt)
             except RecognizerError as e:  # report the utterance, keep going
-                print(f"asrkit align: {utt}: {e}", file=sys.stderr)
+                print(f"asrkit align: {e}" if utt in str(e) else f"asrkit align: {utt}: {e}",
+                      file=sys.stderr)
                 failed += 1
                 continue
             lines += aligned.ctm_lines(utt)

@@ -19,14 +19,23 @@ utterances failed. Each job writes its archive through a temporary file renamed 
 then its scp, then a done marker, so a rerun skips the jobs already done (for the same config,
 utterances and audio files) and redoes the rest. Dither noise is seeded per utterance from the
 config's seed and the utterance id, so results do not depend on --jobs.
+
+Nothing a published feats.scp points at is overwritten or deleted before a new feats.scp
+replaces it: a part recomputed while an earlier output is in place is written to its other
+name (raw_<type>_<data>.<job>.alt.ark, and back again the next time), and the files the new
+output no longer uses are removed only after it is published. An interrupted or failed run
+leaves the previous output whole. Worker processes (--jobs N) end with the command, however it
+ends; a wav.scp pipe that runs past --pipe-timeout fails its utterance.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 import re
+import signal
 import sys
 import time
 import zlib
@@ -56,6 +65,9 @@ def add_arguments(parser) -> None:
                         help="data name used in archive names (default: DATA_DIR's basename)")
     parser.add_argument("--force", action="store_true",
                         help="recompute every part, even those a previous run completed")
+    parser.add_argument("--pipe-timeout", type=float, default=None, metavar="S",
+                        help="seconds a wav.scp 'cmd |' may run before its utterance fails "
+                             "(default: $ASRKIT_PIPE_TIMEOUT, else 300)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -64,9 +76,36 @@ def add_arguments(parser) -> None:
 _progress_queue = None
 
 
-def _init_worker(queue, threads: int) -> None:
+def _die_with_parent(parent: int) -> None:
+    """End this worker when the process ``parent`` ends, however it ends (a killed parent must
+    not leave workers writing): the kernel's parent-death signal on Linux, and a thread that
+    watches the parent id everywhere."""
+    import signal
+    import threading
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _init_worker(queue, threads: int, parent: int) -> None:
     global _progress_queue
+    _die_with_parent(parent)
     _progress_queue = queue
+    queue.put(("pid", os.getpid()))
     # one job per process already fills the cores; keep Numba/BLAS from oversubscribing them
     for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(var, str(threads))
@@ -91,7 +130,7 @@ def compute_part(task: dict, tick=None) -> dict:
     from asrkit.utils import atomic_write_text
 
     if tick is None and _progress_queue is not None:
-        tick = lambda: _progress_queue.put(1)  # noqa: E731
+        tick = lambda: _progress_queue.put(("tick", 1))  # noqa: E731
     cfg = task["config"]
     defaults = default_options(cfg.kind)
     rate_wanted = cfg.sample_frequency
@@ -186,61 +225,144 @@ def _run_parts(tasks: list[dict], jobs: int, total: int) -> list[dict]:
         q = ctx.Queue()
         workers = min(jobs, len(tasks))
         threads = max(1, (os.cpu_count() or 1) // workers)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                                 initializer=_init_worker, initargs=(q, threads)) as pool:
+        pids: set[int] = set()
+
+        def drain():
+            while True:
+                try:
+                    kind, value = q.get_nowait()
+                except queue_mod.Empty:
+                    return
+                if kind == "pid":
+                    pids.add(value)
+                else:
+                    bar.update(value)
+
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                                   initargs=(q, threads, os.getpid()))
+        try:
             futures = [pool.submit(compute_part, t) for t in tasks]
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.2)
-                while True:
-                    try:
-                        bar.update(q.get_nowait())
-                    except queue_mod.Empty:
-                        break
-            return [f.result() for f in futures]
+                drain()
+                for f in done:
+                    if f.exception() is not None:  # one job failed: stop the others now
+                        raise f.exception()
+            results = [f.result() for f in futures]
+        except BaseException:
+            # an error, Ctrl-C or SIGTERM: no worker may go on writing once we are gone
+            pool.shutdown(wait=False, cancel_futures=True)
+            drain()
+            for pid in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            raise
+        pool.shutdown(wait=True)
+        return results
     finally:
         bar.close()
 
 
 # ----------------------------------------------------------------------------- CMVN
 
+def _referenced_paths(scp: str) -> set[str]:
+    """The files the ``key file:offset`` lines of a script file point into (empty if none)."""
+    paths = set()
+    try:
+        with open(scp, encoding="utf-8", errors="surrogateescape") as f:
+            for line in f:
+                parts = line.split(None, 1)
+                if len(parts) == 2:
+                    paths.add(os.path.abspath(re.sub(r":\d+(\[[^\]]*\])?$", "", parts[1].strip())))
+    except OSError:
+        pass
+    return paths
+
+
+def _free_name(out: str, names: list[str], in_use: set[str]) -> str:
+    """The first of ``names`` (files in ``out``) that the published output does not use."""
+    for n in names:
+        if os.path.join(out, n) not in in_use:
+            return n
+    raise AssertionError("both names in use")  # pragma: no cover: two names, one output
+
+
 def _write_cmvn(out: str, name: str, mode: str, feats_scp: str, utt2spk: dict) -> int:
-    """Compute and write CMVN stats from the features; returns the number of stats matrices."""
+    """Compute and write CMVN stats from the features; returns the number of stats matrices.
+
+    The stats archive goes to a name the published cmvn.scp (or cmvn_utt.scp) does not point
+    at, then the script file replaces the old one; stats files of other modes are removed.
+    """
     from asrkit.features import accumulate_cmvn_stats
     from asrkit.io import read_table, write_table
     from asrkit.io.kaldi_tables import write_value
     from asrkit.utils import atomic_open
 
-    for stale in ("cmvn.scp", f"cmvn_{name}.ark", "cmvn_utt.scp", f"cmvn_utt_{name}.ark",
-                  "global_cmvn.stats"):
-        if os.path.exists(os.path.join(out, stale)):
-            os.unlink(os.path.join(out, stale))
-    if mode == "none":
-        return 0
+    stem = {"speaker": "cmvn", "utterance": "cmvn_utt"}.get(mode)
     stats: dict[str, object] = {}
-    for utt, feats in read_table(f"scp:{feats_scp}"):
-        key = {"speaker": utt2spk[utt], "utterance": utt, "global": "global"}[mode]
-        stats[key] = accumulate_cmvn_stats(stats.get(key), feats)
-    if mode == "global":
-        if stats:
-            with atomic_open(os.path.join(out, "global_cmvn.stats"), "wb") as f:
-                write_value(f, stats["global"])
-        return len(stats)
-    stem = "cmvn" if mode == "speaker" else "cmvn_utt"
-    write_table(f"ark,scp:{os.path.join(out, f'{stem}_{name}.ark')},"
-                f"{os.path.join(out, f'{stem}.scp')}", dict(sorted(stats.items())))
+    if mode != "none":
+        for utt, feats in read_table(f"scp:{feats_scp}"):
+            key = {"speaker": utt2spk[utt], "utterance": utt, "global": "global"}[mode]
+            stats[key] = accumulate_cmvn_stats(stats.get(key), feats)
+    keep: set[str] = set()
+    if mode == "global" and stats:
+        with atomic_open(os.path.join(out, "global_cmvn.stats"), "wb") as f:
+            write_value(f, stats["global"])
+        keep.add("global_cmvn.stats")
+    elif stem is not None:
+        scp = os.path.join(out, f"{stem}.scp")
+        ark = _free_name(out, [f"{stem}_{name}.ark", f"{stem}_{name}.alt.ark"],
+                         _referenced_paths(scp))
+        write_table(f"ark,scp:{os.path.join(out, ark)},{scp}", dict(sorted(stats.items())))
+        keep |= {f"{stem}.scp", ark}
+    for stale in ("cmvn.scp", f"cmvn_{name}.ark", f"cmvn_{name}.alt.ark", "cmvn_utt.scp",
+                  f"cmvn_utt_{name}.ark", f"cmvn_utt_{name}.alt.ark", "global_cmvn.stats"):
+        if stale not in keep:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(out, stale))
     return len(stats)
 
 
 # ----------------------------------------------------------------------------- command
 
+def _part_files(out: str, stem: str, j: int, alt: bool) -> dict[str, str]:
+    base = f"{stem}.{j}.alt" if alt else f"{stem}.{j}"
+    return {ext: os.path.join(out, f"{base}.{ext}") for ext in ("ark", "scp", "done")}
+
+
+def _check_paths(args, data_dir: str) -> str:
+    """Paths of the wrong kind are errors before any work; returns the absolute --out."""
+    from asrkit.cli.main import CommandError
+
+    out = os.path.abspath(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise CommandError(f"{args.out}: exists and is not a directory (--out is a folder)")
+    if os.path.abspath(data_dir) == out:
+        raise CommandError("--out must differ from DATA_DIR (it receives a copy of it)")
+    if args.name is not None and (not args.name or args.name in (".", "..")
+                                  or any(c in args.name for c in "/\\") or
+                                  any(c.isspace() for c in args.name)):
+        raise CommandError(f"--name {args.name!r} must be a plain name (no '/', no spaces); it "
+                           "becomes part of the archive names")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as e:
+        raise CommandError(f"{args.out}: cannot create the output folder: "
+                           f"{e.strerror or e}") from None
+    return out
+
+
 def run(args) -> int:
     """Run compute-features; returns 0 on success, 1 when too many utterances failed."""
+    import math
+
     from asrkit.io import (
         ConfigError,
         DataDir,
         DataDirError,
         load_feature_config,
+        set_pipe_timeout,
         split_evenly,
         validate_data_dir,
     )
@@ -252,6 +374,11 @@ def run(args) -> int:
         raise CommandError(f"--jobs must be >= 1, got {args.jobs}")
     if not 0.0 <= args.max_fail_fraction <= 1.0:
         raise CommandError(f"--max-fail-fraction must be in [0, 1], got {args.max_fail_fraction}")
+    if args.pipe_timeout is not None:
+        if not (math.isfinite(args.pipe_timeout) and args.pipe_timeout > 0):
+            raise CommandError(f"--pipe-timeout must be a number of seconds > 0, got "
+                               f"{args.pipe_timeout}")
+        set_pipe_timeout(args.pipe_timeout)
     try:
         cfg = load_feature_config(args.config)
     except ConfigError as e:
@@ -268,39 +395,43 @@ def run(args) -> int:
         d = DataDir.read(data_dir)
     except DataDirError as e:
         raise CommandError(str(e)) from None
-    out = os.path.abspath(args.out)
-    if os.path.abspath(data_dir) == out:
-        raise CommandError("--out must differ from DATA_DIR (it receives a copy of it)")
-    os.makedirs(out, exist_ok=True)
+    out = _check_paths(args, data_dir)
     name = args.name or os.path.basename(os.path.abspath(data_dir))
     stem = f"raw_{cfg.kind}_{name}"
     utts = d.utt_ids()
     if not utts:
         raise CommandError(f"{data_dir}/utt2spk: no utterances")
 
+    # what the published feats.scp points at stays untouched until a new one replaces it
+    published = _referenced_paths(os.path.join(out, "feats.scp"))
     parts = [p for p in split_evenly(utts, args.jobs) if p]
     config_fp = cfg.fingerprint()
-    tasks, records, skipped = [], {}, []
+    tasks, records, skipped, chosen = [], {}, [], {}
     for j, part in enumerate(parts, 1):
-        files = {ext: os.path.join(out, f"{stem}.{j}.{ext}") for ext in ("ark", "scp", "done")}
         fp = _part_fingerprint(config_fp, d, part)
-        record = None if args.force else _read_done(files["done"], fp)
-        if record is not None and os.path.isfile(files["ark"]) and os.path.isfile(files["scp"]):
-            records[j] = record
+        slots = [_part_files(out, stem, j, alt) for alt in (False, True)]
+        slots.sort(key=lambda f: f["ark"] not in published)  # a published slot first
+        done = None
+        if not args.force:
+            for files in slots:
+                record = _read_done(files["done"], fp)
+                if record is not None and all(os.path.isfile(files[e]) for e in ("ark", "scp")):
+                    done = (files, record)
+                    break
+        if done is not None:
+            chosen[j], records[j] = done
             skipped.append(j)
             continue
-        for path in files.values():
-            if os.path.exists(path):
+        files = next(f for f in slots if f["ark"] not in published)
+        for path in files.values():  # an unpublished leftover of an earlier run
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+        chosen[j] = files
         tasks.append({"index": j, "datadir": d.subset(part), "utts": part, "config": cfg,
                       "fingerprint": fp, **files})
-    # temporaries of a run that was killed, and parts of an earlier run with more jobs
+    # temporaries of a run that was killed
     for path in glob.glob(os.path.join(glob.escape(out), f".{glob.escape(stem)}.*.tmp")):
         os.unlink(path)
-    for path in glob.glob(os.path.join(glob.escape(out), f"{glob.escape(stem)}.*.*")):
-        m = re.match(rf"^{re.escape(stem)}\.(\d+)\.(ark|scp|done)$", os.path.basename(path))
-        if m and int(m.group(1)) > len(parts):
-            os.unlink(path)
 
     total = sum(len(t["utts"]) for t in tasks)
     try:
@@ -324,35 +455,47 @@ def run(args) -> int:
     }
     if ok and num_frames:
         keep = [u for u in utts if u in num_frames]
+        scp_lines = []
+        for j in range(1, len(parts) + 1):
+            with open(chosen[j]["scp"], encoding="utf-8", errors="surrogateescape") as f:
+                scp_lines += f.readlines()
+        scp_lines.sort(key=lambda line: c_sort_key(line.split(" ", 1)[0]))
+        # publish: the data-dir copy and per-utterance tables, then feats.scp (each file
+        # atomically; all archives it names are complete), then the CMVN stats
         copy = d.subset(keep)
         for table in REGENERATED:
             copy.tables.pop(table, None)
         copy.write(out)
-        scp_lines = []
-        for j in range(1, len(parts) + 1):
-            with open(os.path.join(out, f"{stem}.{j}.scp"), encoding="utf-8") as f:
-                scp_lines += f.readlines()
-        scp_lines.sort(key=lambda line: c_sort_key(line.split(" ", 1)[0]))
         atomic_write_text(os.path.join(out, "utt2num_frames"),
                           "".join(f"{u} {num_frames[u]}\n" for u in keep))
         atomic_write_text(os.path.join(out, "utt2dur"),
                           "".join(f"{u} {durations[u]:.4f}\n" for u in keep))
         feats_scp = os.path.join(out, "feats.scp")
-        atomic_write_text(feats_scp, "".join(scp_lines))
+        with atomic_open_text(feats_scp) as f:
+            f.writelines(scp_lines)
         summary["num_cmvn_stats"] = _write_cmvn(out, name, cfg.cmvn, feats_scp, d.utt2spk)
-        with open(os.path.join(out, "conf.toml"), "w", encoding="utf-8") as f:
-            f.write(cfg.to_toml())
+        atomic_write_text(os.path.join(out, "conf.toml"), cfg.to_toml())
+        # only now may the parts the new output does not use go
+        used = {os.path.abspath(p) for f in chosen.values() for p in f.values()}
+        for path in glob.glob(os.path.join(glob.escape(out), f"{glob.escape(stem)}.*")):
+            if re.match(rf"^{re.escape(stem)}\.\d+(\.alt)?\.(ark|scp|done)$",
+                        os.path.basename(path)) and os.path.abspath(path) not in used:
+                os.unlink(path)
     else:
         summary["success"] = ok = False
-        stale = os.path.join(out, "feats.scp")
-        if os.path.exists(stale):  # from an earlier run; would pass for this run's output
-            os.unlink(stale)
     summary["seconds"] = round(time.time() - t0, 3)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
         _print_summary(summary)
     return 0 if ok else 1
+
+
+def atomic_open_text(path: str):
+    """``atomic_open`` for a UTF-8 text file whose lines may carry undecodable bytes."""
+    from asrkit.utils import atomic_open
+
+    return atomic_open(path, "w", encoding="utf-8", errors="surrogateescape")
 
 
 def _print_summary(s: dict) -> None:
@@ -373,5 +516,5 @@ def _print_summary(s: dict) -> None:
         print(f"wrote {s['out']}/feats.scp and CMVN stats ({s['cmvn']}); "
               f"{s['out']} is a Kaldi data directory")
     else:
-        print(f"FAILED: too many utterances failed; {s['out']}/feats.scp not written",
-              file=sys.stderr)
+        print(f"FAILED: too many utterances failed; {s['out']}/feats.scp not written (an "
+              "earlier complete output there is left as it was)", file=sys.stderr)

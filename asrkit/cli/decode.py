@@ -12,7 +12,10 @@ report) and score.json. In nbest.txt, costs are -ln p; ac_cost is already multip
 --acoustic-scale (Kaldi keeps it unscaled) and graph_cost holds the graph's weights (LM,
 lexicon) plus the word insertion penalty, so ac_cost + graph_cost is the path's search cost and
 `asrkit nnlm rescore --acoustic-scale 1` ranks as the decoder did. An utterance that fails
-(missing features, no surviving path) is reported, counted and skipped.
+(missing or damaged features or scores, NaN/inf values, no surviving path) is reported by name,
+counted and skipped. An archive damaged in the middle cannot be read past the damage: what was
+decoded before it is written and the command exits 1. The outputs of a run replace those of an
+earlier run as a set (a run without a reference removes an older wer.txt and score.json).
 
 Examples:
   asrkit decode --graph exp/graph_tg --model exp/blstm/final.mdl data/fbank/test --out exp/dec
@@ -48,50 +51,155 @@ def add_arguments(parser) -> None:
     parser.add_argument("--nbest", type=int, default=10, help="n-best size (1: 1-best only)")
     parser.add_argument("--frame-shift", type=float, default=None,
                         help="seconds per output frame (default: from the model, else 0.01)")
+    parser.add_argument("--pipe-timeout", type=float, default=None, metavar="S",
+                        help="seconds a 'cmd |' in a table may run (default: "
+                             "$ASRKIT_PIPE_TIMEOUT, else 300)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def _scores_from_table(rspec):
-    from asrkit.io import read_table
+    """``(utt, log_probs or None, error or None)`` per entry of a table of log-probabilities.
 
-    for utt, mat in read_table(rspec):
-        yield utt, mat, None
+    A damaged entry is a failed utterance. When nothing after it can be read (an archive
+    damaged in the middle) TableError is raised after that entry; also when the table cannot
+    be opened at all.
+    """
+    from asrkit.io import TableError, read_table_entries
+
+    for entry in read_table_entries(rspec):
+        yield entry.key, entry.value, None if entry.error is None else str(entry.error)
+        if entry.error is not None and entry.fatal:
+            raise TableError(f"{rspec}: nothing after key {entry.key!r} can be read")
+
+
+def _non_finite(logp) -> str | None:
+    """Why ``logp`` is unusable as log-probabilities, or None."""
+    import numpy as np
+
+    bad = ~np.isfinite(logp)
+    if not bad.any():
+        return None
+    t, c = np.argwhere(bad)[0]
+    return (f"log-probabilities are not finite ({int(bad.sum())} NaN/inf values, the first "
+            f"{logp[t, c]} at frame {t}, token {c})")
+
+
+def _check_options(args):
+    """Numbers given on the command line: finite and in range, else CommandError."""
+    import math
+
+    from asrkit.cli.main import CommandError
+
+    for name in ("beam", "lattice_beam", "acoustic_scale", "word_insertion_penalty",
+                 "frame_shift", "pipe_timeout"):
+        value = getattr(args, name)
+        if value is not None and not math.isfinite(value):
+            raise CommandError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
+    for name in ("beam", "lattice_beam", "acoustic_scale", "frame_shift", "pipe_timeout"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise CommandError(f"--{name.replace('_', '-')} must be > 0, got {value}")
+    for name in ("max_active", "nbest"):
+        if getattr(args, name) < 1:
+            raise CommandError(f"--{name.replace('_', '-')} must be >= 1, got "
+                               f"{getattr(args, name)}")
+
+
+def _publish(out: str, files: dict[str, str | None]) -> None:
+    """Write the outputs of one run as a set: every file goes to a temporary first, then all
+    are renamed into place; a file mapped to None (a score of an earlier run) is removed."""
+    import contextlib
+    import tempfile
+
+    os.makedirs(out, exist_ok=True)
+    staged = []
+    try:
+        for name, text in files.items():
+            if text is None:
+                continue
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
+            staged.append((tmp, os.path.join(out, name)))
+            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    for name, text in files.items():
+        if text is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(out, name))
+    for tmp, final in staged:
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, final)
 
 
 def run(args) -> int:
-    """Decode every utterance; exit 0 unless nothing could be decoded."""
+    """Decode every utterance; exit 0 when every entry was read (failed utterances are
+    reported and counted), 1 when a table could not be read to its end, 2 when nothing could
+    be decoded."""
     from asrkit.cli.main import CommandError
     from asrkit.decoders.decode import DecodeOptions, DecodingGraph, decode_utterance
     from asrkit.decoders.scoring import read_text_table, score_texts
-    from asrkit.utils import atomic_write_text, progress
+    from asrkit.io import DataDirError, PipeError, TableError, set_pipe_timeout
+    from asrkit.utils import progress
 
+    _check_options(args)
+    if args.pipe_timeout is not None:
+        set_pipe_timeout(args.pipe_timeout)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise CommandError(f"{args.out}: exists and is not a directory (--out is a folder)")
+    if args.data_dir and not os.path.isdir(args.data_dir):
+        raise CommandError(f"{args.data_dir}: no such data directory")
     try:
         graph = DecodingGraph.load(args.graph)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, KeyError) as e:
         raise CommandError(str(e)) from e
     frame_shift = args.frame_shift
-    if args.model:
-        if not args.data_dir:
-            raise CommandError("--model needs a DATA_DIR with feats.scp")
-        from asrkit.cli._model_scores import model_scores
+    try:
+        if args.model:
+            if not args.data_dir:
+                raise CommandError("--model needs a DATA_DIR with feats.scp")
+            from asrkit.cli._model_scores import model_scores
 
-        source, model_shift = model_scores(args.model, args.data_dir)
-        frame_shift = frame_shift or model_shift
-    else:
-        source = _scores_from_table(args.logprobs)
-    opts = DecodeOptions(beam=args.beam, max_active=args.max_active,
-                         acoustic_scale=args.acoustic_scale,
-                         word_insertion_penalty=args.word_insertion_penalty,
-                         lattice_beam=args.lattice_beam, nbest=max(args.nbest, 1),
-                         frame_shift=frame_shift or 0.01)
+            source, model_shift = model_scores(args.model, args.data_dir)
+            frame_shift = frame_shift or model_shift
+        else:
+            source = _scores_from_table(args.logprobs)
+        opts = DecodeOptions(beam=args.beam, max_active=args.max_active,
+                             acoustic_scale=args.acoustic_scale,
+                             word_insertion_penalty=args.word_insertion_penalty,
+                             lattice_beam=args.lattice_beam, nbest=max(args.nbest, 1),
+                             frame_shift=frame_shift or 0.01)
+    except (DataDirError, TableError, PipeError, ValueError) as e:
+        raise CommandError(str(e)) from e
     hyps, ctm, nbest_lines, failed = {}, [], [], {}
     frames = 0
+    unreadable = None  # why the input could not be read to its end
     t0 = time.perf_counter()
-    for utt, logp, _ in progress(source, desc="decode", unit="utt"):
+    items = iter(progress(source, desc="decode", unit="utt"))
+    while True:
         try:
+            utt, logp, error = next(items)
+        except StopIteration:
+            break
+        except (TableError, PipeError, DataDirError, OSError) as e:
+            if not hyps and not failed:
+                raise CommandError(str(e)) from e
+            unreadable = str(e)
+            break
+        try:
+            if error is not None:
+                raise ValueError(error)
             if logp.ndim != 2 or logp.shape[1] != graph.info.get("num_tokens", logp.shape[1]):
                 raise ValueError(f"scores have shape {logp.shape}, the graph expects "
                                  f"[frames, {graph.info.get('num_tokens')}]")
+            why = _non_finite(logp)
+            if why is not None:
+                raise ValueError(why)
             res = decode_utterance(graph, logp, opts)
         except Exception as e:  # one bad utterance must not kill the run
             failed[utt] = str(e)
@@ -108,32 +216,41 @@ def run(args) -> int:
                         for i, ((words, _), (ac, g)) in
                         enumerate(zip(res.nbest, res.nbest_costs))]
     elapsed = time.perf_counter() - t0
+    if unreadable is not None:
+        print(f"asrkit decode: error: {unreadable}; decoding stopped there", file=sys.stderr)
     if not hyps:
         raise CommandError(f"no utterance could be decoded ({len(failed)} failed)")
-    os.makedirs(args.out, exist_ok=True)
-    atomic_write_text(os.path.join(args.out, "hyp.txt"),
-                      "".join(f"{u} {h}".rstrip() + "\n" for u, h in sorted(hyps.items())))
-    atomic_write_text(os.path.join(args.out, "ctm"), "".join(line + "\n" for line in ctm))
-    atomic_write_text(os.path.join(args.out, "nbest.txt"),
-                      "".join(line + "\n" for line in nbest_lines))
+    outputs = {
+        "hyp.txt": "".join(f"{u} {h}".rstrip() + "\n" for u, h in sorted(hyps.items())),
+        "ctm": "".join(line + "\n" for line in ctm),
+        "nbest.txt": "".join(line + "\n" for line in nbest_lines),
+        "wer.txt": None, "score.json": None,
+    }
     audio_s = frames * opts.frame_shift
     summary = {"decoded": len(hyps), "failed": len(failed), "seconds": round(elapsed, 3),
                "audio_seconds": round(audio_s, 3),
-               "rtf": round(elapsed / audio_s, 5) if audio_s else None}
+               "rtf": round(elapsed / audio_s, 5) if audio_s else None,
+               "complete": unreadable is None}
     text_path = os.path.join(args.data_dir, "text") if args.data_dir else None
     if text_path and os.path.exists(text_path):
-        ref = read_text_table(text_path)
+        try:
+            ref = read_text_table(text_path)
+        except (OSError, ValueError) as e:
+            raise CommandError(f"{text_path}: {e}") from e
         ref = {u: r for u, r in ref.items() if u in hyps or u in failed}
         rep = score_texts(ref, hyps)
-        atomic_write_text(os.path.join(args.out, "wer.txt"), rep.report() + "\n")
-        atomic_write_text(os.path.join(args.out, "score.json"),
-                          json.dumps(rep.as_dict(), indent=2) + "\n")
+        outputs["wer.txt"] = rep.report() + "\n"
+        outputs["score.json"] = json.dumps(rep.as_dict(), indent=2) + "\n"
         summary["wer"] = round(rep.error_rate, 3)
         summary["wer_line"] = rep.summary_line()
+    try:
+        _publish(args.out, outputs)
+    except OSError as e:
+        raise CommandError(f"{args.out}: cannot write the outputs: {e.strerror or e}") from e
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(f"decoded {summary['decoded']} utterances ({summary['failed']} failed) in "
               f"{elapsed:.1f} s, RTF {summary['rtf']}" +
               (f"; {summary['wer_line']}" if "wer_line" in summary else ""))
-    return 0
+    return 0 if unreadable is None else 1

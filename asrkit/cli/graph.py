@@ -15,6 +15,7 @@ L_disambig.npz, G.npz, LG.npz and graph.json (sizes, timings, options).
 from __future__ import annotations
 
 import json
+import os
 import time
 
 COMMAND = "graph"
@@ -53,47 +54,36 @@ def add_arguments(parser) -> None:
     b.add_argument("--json", action="store_true", help="print sizes and timings as JSON")
 
 
-def _read_weights(path: str) -> dict[str, float]:
-    from asrkit.cli.main import CommandError
-
-    weights: dict[str, float] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            try:
-                if len(fields) != 2 or float(fields[1]) <= 0:
-                    raise ValueError
-                weights[fields[0]] = float(fields[1])
-            except ValueError:
-                raise CommandError(f"{path}:{lineno}: expected 'word weight' with weight > 0, "
-                                   f"got {line.strip()!r}") from None
-    return weights
-
-
 def run(args) -> int:
     """Build the graph, write the folder, print sizes (states/arcs) and times."""
     from asrkit.cli.main import CommandError
     from asrkit.decoders.graph import GrammarError, make_graph
+    from asrkit.utils.textfile import os_error_message
 
     t0 = time.perf_counter()
-    word_loop = None
-    if args.word_loop:
-        word_loop = True
-    elif args.word_loop_weights:
-        word_loop = _read_weights(args.word_loop_weights)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise CommandError(f"{args.out}: exists and is not a folder (--out names the graph "
+                           "folder to write)")
+    for path in (args.tokens, args.lexicon, args.lm, args.word_loop_weights, args.grammar):
+        if path is not None and not os.path.exists(path):
+            raise CommandError(f"{path}: no such file")
     try:
-        graph = make_graph(args.tokens, args.lexicon, lm=args.lm, word_loop=word_loop,
+        graph = make_graph(args.tokens, args.lexicon, lm=args.lm,
+                           word_loop=args.word_loop_weights or args.word_loop or None,
                            grammar_path=args.grammar, blank=args.blank,
                            sil_token=args.sil_token, sil_prob=args.sil_prob,
                            with_probs=args.with_probs, max_states=args.max_states)
     except KeyError as e:
         raise CommandError(str(e.args[0]) if e.args else repr(e)) from None
-    except (OSError, ValueError, GrammarError) as e:
+    except OSError as e:
+        raise CommandError(os_error_message(e.filename or "", e)) from None
+    except (ValueError, GrammarError) as e:
         raise CommandError(str(e)) from None
     t_build = time.perf_counter() - t0
-    graph.write(args.out, text=not args.no_text)
+    try:
+        graph.write(args.out, text=not args.no_text)
+    except OSError as e:
+        raise CommandError(f"cannot write the graph: {os_error_message(args.out, e)}") from None
     total = time.perf_counter() - t0
     sizes = graph.sizes()
     if args.json:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from asrkit.cli.main import CommandError
 
@@ -73,17 +74,24 @@ def run(args) -> int:
         if args.action == "tokens":
             table = make_token_table(DataDir.read(args.data_dir).text().values(), args.unit,
                                      args.blank)
+            _writable(args.out)
             table.write(args.out)
             print(f"wrote {len(table)} tokens to {args.out}")
             return 0
         model = load(args.model)
-    except (ArchiveError, DataDirError, OSError, ValueError) as e:
-        raise CommandError(str(e)) from e
+    except OSError as e:
+        raise CommandError(f"{e.filename or args.out}: {e.strerror or e}") from None
+    except (ArchiveError, DataDirError, ValueError) as e:
+        raise CommandError(str(e)) from None
     if args.action == "plot":
         return _plot(args, model)
     if args.action == "torch-state":
-        with atomic_open(args.out, "wb") as f:
-            np.savez(f, **to_torch_state_dict(model))
+        _writable(args.out)
+        try:
+            with atomic_open(args.out, "wb") as f:
+                np.savez(f, **to_torch_state_dict(model))
+        except OSError as e:
+            raise CommandError(f"{args.out}: cannot write: {e.strerror or e}") from None
         print(f"wrote {len(model.params)} weights to {args.out}")
         return 0
     info = {"network": model.network, "input_dim": model.input_dim,
@@ -98,6 +106,12 @@ def run(args) -> int:
         for k, shape in info["parameters"].items():
             print(f"  {k:40s} {shape}")
     return 0
+
+
+def _writable(path: str) -> None:
+    """An output path must not be a folder (checked before any work is written)."""
+    if os.path.isdir(path):
+        raise CommandError(f"{path}: is a directory; give a file name to write")
 
 
 def model_graph_dot(model, clusters: bool = True, criterion: bool = True,

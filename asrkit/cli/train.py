@@ -91,7 +91,9 @@ def run(args) -> int:
     except expected as e:
         if comm.size > 1:  # abort_on_error has already ended the job
             raise
-        raise CommandError(str(e)) from e
+        if isinstance(e, OSError) and e.filename is not None:
+            raise CommandError(f"{e.filename}: {e.strerror or e}") from None
+        raise CommandError(str(e)) from None
     if args.json and comm.is_main:
         final = os.path.join(cfg.train.out_dir, "final.mdl")
         print(json.dumps({"model": final if os.path.exists(final) else None,

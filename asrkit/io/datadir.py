@@ -29,6 +29,7 @@ up in ``.backup/``) and says what it dropped.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import shutil
 from collections.abc import Iterable, Iterator
@@ -84,6 +85,32 @@ class Utterance:
     sample_rate: int | None
     source: str
     error: str | None = None
+
+
+def segment_times(fields: list[str]) -> tuple[float, float]:
+    """``(start, end)`` seconds of a segments line's fields after the utterance id
+    (``recording start end [channel]``); end -1 means the end of the recording. Raises
+    ValueError saying what is wrong (not numbers, not finite, start < 0, end <= start)."""
+    try:
+        start, end = float(fields[1]), float(fields[2])
+    except (ValueError, IndexError):
+        raise ValueError(f"start and end must be numbers, got {fields[1:3]}") from None
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise ValueError(f"start and end must be finite, got {fields[1]} {fields[2]}")
+    if start < 0 or (end != -1 and end <= start):
+        raise ValueError(f"bad segment times: start {start}, end {end} (need 0 <= start < end, "
+                         "or end -1)")
+    return start, end
+
+
+def parse_number(value: str, integer: bool = False) -> float | int:
+    """A finite number (an integer with ``integer``) from a data-dir field, or ValueError."""
+    if integer:
+        return int(value)
+    x = float(value)
+    if not math.isfinite(x):
+        raise ValueError(f"not a finite number: {value!r}")
+    return x
 
 
 def c_sort_key(key: str) -> bytes:
@@ -197,13 +224,13 @@ class DataDir:
         out = {}
         for utt, value in self.table("segments").items():
             fields = value.split()
-            try:
-                if len(fields) not in (3, 4):
-                    raise ValueError
-                out[utt] = (fields[0], float(fields[1]), float(fields[2]))
-            except ValueError:
+            if len(fields) not in (3, 4):
                 raise DataDirError(f"{self.where('segments', utt)}: expected 'utt recording "
-                                   f"start end [channel]', got {utt} {value!r}") from None
+                                   f"start end [channel]', got {utt} {value!r}")
+            try:
+                out[utt] = (fields[0], *segment_times(fields))
+            except ValueError as e:
+                raise DataDirError(f"{self.where('segments', utt)}: {e}") from None
         return out
 
     def segment_channels(self) -> dict[str, int]:
@@ -219,22 +246,24 @@ class DataDir:
                                        f"integer, got {fields[3]!r}") from None
         return out
 
-    def _float_table(self, name: str) -> dict[str, float]:
+    def _number_table(self, name: str, integer: bool = False) -> dict:
         out = {}
         for key, value in self.table(name).items():
             try:
-                out[key] = float(value)
+                out[key] = parse_number(value, integer)
             except ValueError:
-                raise DataDirError(f"{self.where(name, key)}: not a number: {value!r}") from None
+                kind = "an integer" if integer else "a finite number"
+                raise DataDirError(f"{self.where(name, key)}: {key}: expected {kind}, got "
+                                   f"{value!r}") from None
         return out
 
     def utt2dur(self) -> dict[str, float]:
         """``utt -> duration in seconds`` from utt2dur."""
-        return self._float_table("utt2dur")
+        return self._number_table("utt2dur")
 
     def utt2num_frames(self) -> dict[str, int]:
         """``utt -> number of feature frames`` from utt2num_frames."""
-        return {k: int(v) for k, v in self._float_table("utt2num_frames").items()}
+        return self._number_table("utt2num_frames", integer=True)
 
     def text(self) -> dict[str, str]:
         """``utt -> transcript``."""
@@ -385,6 +414,12 @@ def _check_file_format(path: str, name: str, problems: list[Problem]) -> None:
         raw.decode("utf-8")
     except UnicodeDecodeError as e:
         problems.append(Problem(fpath, raw[:e.start].count(b"\n") + 1, "not valid UTF-8"))
+    if b"\r" in raw:
+        first = raw[:raw.index(b"\r")].count(b"\n") + 1
+        count = raw.count(b"\r")
+        problems.append(Problem(fpath, first, f"carriage return (CR) in {count} "
+                                              "line(s): a DOS/Windows file? (convert it with "
+                                              "dos2unix or tr -d '\\r')"))
     prev: str | None = None
     seen: dict[str, int] = {}
     for lineno, line in read_lines(fpath):
@@ -417,7 +452,7 @@ def _check_file_format(path: str, name: str, problems: list[Problem]) -> None:
 def _check_numbers(d: DataDir, name: str, problems: list[Problem], integer: bool = False):
     for key, value in d.table(name).items():
         try:
-            x = int(value) if integer else float(value)
+            x = parse_number(value, integer)
             ok = x > 0 if name != "reco2dur" else x >= 0
         except ValueError:
             ok = False
@@ -425,6 +460,32 @@ def _check_numbers(d: DataDir, name: str, problems: list[Problem], integer: bool
             kind = "positive integer" if integer else "positive number"
             problems.append(Problem(d.where(name), d.line_numbers[name][key],
                                     f"{key}: expected a {kind}, got {value!r}"))
+
+
+def _check_table_targets(d: DataDir, name: str, problems: list[Problem]) -> None:
+    """Every ``key rxfilename`` of a script file must point into an existing file, at an offset
+    inside it (pipes are not run)."""
+    from asrkit.io.kaldi_tables import TableError, _split_rxfilename
+
+    sizes: dict[str, int | None] = {}
+    for key, rx in d.table(name).items():
+        line = d.line_numbers[name][key]
+        if rx.rstrip().endswith("|") or rx.strip() == "-":
+            continue
+        try:
+            path, offset, _ = _split_rxfilename(rx)
+        except TableError as e:
+            problems.append(Problem(d.where(name), line, f"{key}: {e}"))
+            continue
+        if path not in sizes:
+            sizes[path] = os.path.getsize(path) if os.path.isfile(path) else None
+        size = sizes[path]
+        if size is None:
+            what = "is a directory" if os.path.isdir(path) else "does not exist"
+            problems.append(Problem(d.where(name), line, f"{key}: archive {path} {what}"))
+        elif offset is not None and offset >= size:
+            problems.append(Problem(d.where(name), line, f"{key}: offset {offset} is past the end "
+                                                        f"of {path} ({size} bytes)"))
 
 
 def _check_keys(d: DataDir, name: str, expected: set[str], what: str, against: str,
@@ -524,15 +585,9 @@ def validate_data_dir(path: str, no_text: bool = False, no_wav: bool = False,
                 problems.append(Problem(d.where("segments"), line,
                                         f"recording id {reco!r} not in wav.scp"))
             try:
-                start, end = float(fields[1]), float(fields[2])
-            except ValueError:
-                problems.append(Problem(d.where("segments"), line,
-                                        f"start and end must be numbers, got {fields[1:]}"))
-                continue
-            if start < 0 or (end != -1 and end <= start):
-                problems.append(Problem(d.where("segments"), line,
-                                        f"bad segment times: start {start}, end {end} "
-                                        "(need 0 <= start < end, or end -1)"))
+                segment_times(fields)
+            except ValueError as e:
+                problems.append(Problem(d.where("segments"), line, str(e)))
         for reco in sorted(set(wav) - recordings, key=c_sort_key):
             problems.append(Problem(d.where("wav.scp"), d.line_numbers["wav.scp"][reco],
                                     f"recording id {reco!r} has no segments", "warning"))
@@ -554,6 +609,9 @@ def validate_data_dir(path: str, no_text: bool = False, no_wav: bool = False,
     for name in ("cmvn.scp", "spk2gender"):
         if d.has(name):
             _check_keys(d, name, speakers, "speaker", "spk2utt", problems)
+    for name in ("feats.scp", "cmvn.scp", "vad.scp"):
+        if d.has(name):
+            _check_table_targets(d, name, problems)
     if d.has("utt2dur"):
         _check_numbers(d, "utt2dur", problems)
     if d.has("reco2dur"):
@@ -612,10 +670,10 @@ def _well_formed(name: str, value: str) -> bool:
             f = value.split()
             if len(f) not in (3, 4) or (len(f) == 4 and not f[3].isdigit()):
                 return False
-            start, end = float(f[1]), float(f[2])
-            return start >= 0 and (end == -1 or end > start)
+            segment_times(f)
+            return True
         if name in ("utt2dur", "utt2num_frames"):
-            return float(value) > 0
+            return parse_number(value, integer=name == "utt2num_frames") > 0
     except ValueError:
         return False
     return True

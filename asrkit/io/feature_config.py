@@ -26,6 +26,11 @@ import os
 import tomllib
 
 CMVN_MODES = ("speaker", "utterance", "global", "none")
+# Bounds far beyond any speech front end, so a typo (1e12 ms frames, 10^8 mel bins) is an error
+# naming the key instead of a job that allocates terabytes.
+MAX_FRAME_SAMPLES = 1 << 20       # a frame of 65 s at 16 kHz
+MAX_SAMPLE_FREQUENCY = 1_000_000  # Hz
+MAX_BINS = 4096                   # num_mel_bins, num_ceps
 _TOP_TABLES = ("features", "cmvn", "audio")
 _CMVN_KEYS = ("mode",)
 _AUDIO_KEYS = ("channel", "resample")
@@ -120,6 +125,40 @@ def _suggest(name: str, choices) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
+def _check_feature_values(kind: str, feats: dict, path: str) -> None:
+    """Ranges of the [features] numbers: the extractor's own checks (a plan is built once,
+    here, not per utterance) plus bounds that keep an absurd value from allocating terabytes."""
+    import math
+
+    from asrkit.features import default_options
+    from asrkit.features._pipeline import make_plan
+
+    opts = {**default_options(kind), **feats}
+    for key, value in feats.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{path}: [features] {key} = {value} must be a finite number")
+    rate = opts["sample_frequency"]
+    if not 0 < rate <= MAX_SAMPLE_FREQUENCY:
+        raise ConfigError(f"{path}: [features] sample_frequency = {rate} must be in "
+                          f"(0, {MAX_SAMPLE_FREQUENCY}] Hz")
+    for key in ("frame_length", "frame_shift"):
+        samples = opts[key] * rate / 1000.0
+        if samples > MAX_FRAME_SAMPLES:
+            raise ConfigError(f"{path}: [features] {key} = {opts[key]} ms is {samples:.3g} "
+                              f"samples at {rate:g} Hz (at most {MAX_FRAME_SAMPLES})")
+    for key in ("num_mel_bins", "num_ceps"):
+        if key in opts and opts[key] > MAX_BINS:
+            raise ConfigError(f"{path}: [features] {key} = {opts[key]} is absurd (at most "
+                              f"{MAX_BINS})")
+    for key in ("dither", "blackman_coeff", "cepstral_lifter"):
+        if key in opts and opts[key] < 0:
+            raise ConfigError(f"{path}: [features] {key} = {opts[key]} must be >= 0")
+    try:
+        make_plan(kind, feats)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f"{path}: [features] {e}") from None
+
+
 def parse_feature_config(data: dict, path: str = "<config>") -> FeatureConfig:
     """Validate a parsed TOML dict and return a ``FeatureConfig``; ``path`` names it in errors."""
     from asrkit.features import default_options
@@ -147,7 +186,11 @@ def parse_feature_config(data: dict, path: str = "<config>") -> FeatureConfig:
         if expected and not _has_type(feats[key], defaults[key]):
             raise ConfigError(f"{path}: [features] {key} = {feats[key]!r} must be {expected}")
 
+    _check_feature_values(kind, feats, path)
+
     cmvn = data.get("cmvn", {})
+    if not isinstance(cmvn, dict):
+        raise ConfigError(f"{path}: [cmvn] must be a table")
     for key in cmvn:
         if key not in _CMVN_KEYS:
             raise ConfigError(f"{path}: [cmvn] unknown key {key!r}{_suggest(key, _CMVN_KEYS)}")
@@ -157,6 +200,8 @@ def parse_feature_config(data: dict, path: str = "<config>") -> FeatureConfig:
                           f"got {mode!r}")
 
     audio = data.get("audio", {})
+    if not isinstance(audio, dict):
+        raise ConfigError(f"{path}: [audio] must be a table")
     for key in audio:
         if key not in _AUDIO_KEYS:
             raise ConfigError(f"{path}: [audio] unknown key {key!r}{_suggest(key, _AUDIO_KEYS)}")
@@ -181,9 +226,21 @@ def load_feature_config(path: str | os.PathLike) -> FeatureConfig:
     path = os.fspath(path)
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            raw = f.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte {raw[e.start]:#04x} at offset "
+                          f"{e.start}); TOML files are UTF-8") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: {e}") from None
     return parse_feature_config(data, path)

@@ -478,11 +478,13 @@ def read_script(path: str) -> list[tuple[str, str]]:
 
 class TableEntry(NamedTuple):
     """One entry of a table: ``value`` (see ``read_value``), or ``error`` saying why it could
-    not be read. ``key`` is the entry's key (or ``file:line`` for a script line without one)."""
+    not be read. ``key`` is the entry's key (or ``file:line`` for a script line without one).
+    ``fatal``: nothing after this entry can be read (an archive damaged here)."""
 
     key: str
     value: np.ndarray | None
     error: TableError | None = None
+    fatal: bool = False
 
 
 def read_table_entries(rspecifier: str) -> Iterator[TableEntry]:
@@ -545,7 +547,7 @@ def _archive_entries(target: str) -> Iterator[TableEntry]:
                 value = read_value(f, f"{target}: key {key!r}")
             except TableError as e:
                 yield TableEntry(key or target, None, TableError(
-                    f"{e} (the rest of the archive cannot be read)"))
+                    f"{e} (the rest of the archive cannot be read)"), fatal=True)
                 return
             if key in seen:
                 yield TableEntry(key, None, TableError(f"{target}: duplicate key {key!r}"))
@@ -575,13 +577,30 @@ class RandomAccessTable(Mapping):
     """Random access by key: ``table[key] -> array``, read on demand.
 
     Built from ``scp:FILE`` (each value read through its ``ark:offset``), or ``ark:FILE`` (the
-    archive is scanned once to record each key's offset). Holds no values in memory.
+    archive is scanned once to record each key's offset). Holds no values in memory. A damaged
+    value raises TableError naming the table and key when it is read. With ``strict=False`` a
+    bad script line or a repeated key does not stop the table from loading: that key raises
+    its TableError when read, and ``line_errors`` lists the lines that had no key at all.
     """
 
-    def __init__(self, rspecifier: str):
+    def __init__(self, rspecifier: str, strict: bool = True):
         kind, _options, target = parse_rspecifier(rspecifier)
         self.rspecifier = rspecifier
         self._index: dict[str, str] = {}
+        self._errors: dict[str, TableError] = {}
+        self.line_errors: list[TableError] = []
+        if kind == "scp" and not strict:
+            for lineno, key, rx, error in _script_lines(target):
+                if error is not None and not key:
+                    self.line_errors.append(error)
+                elif error is not None:
+                    self._errors.setdefault(key, error)
+                elif key in self._index or key in self._errors:
+                    self._errors[key] = TableError(f"{target}:{lineno}: duplicate key {key!r}")
+                    self._index.pop(key, None)
+                else:
+                    self._index[key] = rx
+            return
         if kind == "scp":
             entries = read_script(target)
         else:
@@ -594,6 +613,8 @@ class RandomAccessTable(Mapping):
             self._index[key] = rx
 
     def __getitem__(self, key: str) -> np.ndarray:
+        if key in self._errors:
+            raise self._errors[key]
         try:
             rx = self._index[key]
         except KeyError:
@@ -608,13 +629,13 @@ class RandomAccessTable(Mapping):
         return self._index[key]
 
     def __iter__(self):
-        return iter(self._index)
+        return iter([*self._index, *self._errors])
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self._index) + len(self._errors)
 
     def __contains__(self, key) -> bool:
-        return key in self._index
+        return key in self._index or key in self._errors
 
 
 def scan_archive(path: str) -> list[tuple[str, int]]:

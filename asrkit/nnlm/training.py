@@ -63,9 +63,9 @@ class TrainOptions:
         if not 0.0 < self.valid_fraction < 1.0:
             raise ValueError(f"valid_fraction must be in (0, 1), got {self.valid_fraction}")
         # every other number a user gives: finite and in its range
-        checks = (("lr", self.lr, 0.0, False), ("momentum", self.momentum, 0.0, True),
-                  ("clip_norm", self.clip_norm, 0.0, True),
-                  ("weight_decay", self.weight_decay, 0.0, True),
+        checks = (("lr", self.lr, 0, False), ("momentum", self.momentum, 0, True),
+                  ("clip_norm", self.clip_norm, 0, True),
+                  ("weight_decay", self.weight_decay, 0, True),
                   ("start_halving", self.start_halving, None, True),
                   ("stop_threshold", self.stop_threshold, None, True),
                   ("max_tokens", self.max_tokens, 0, True),

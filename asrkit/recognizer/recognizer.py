@@ -28,7 +28,12 @@ import os
 
 import numpy as np
 
-from asrkit.recognizer.model_folder import ModelFolder, load_model_folder
+from asrkit.recognizer.model_folder import (
+    MANIFEST,
+    NORMALIZATION,
+    ModelFolder,
+    load_model_folder,
+)
 from asrkit.recognizer.options import RecognizerError, chunk_seconds, search_options
 from asrkit.recognizer.result import Alignment, Result
 
@@ -46,14 +51,15 @@ def _named(where: str, e: Exception) -> RecognizerError:
     return RecognizerError(msg if where in msg else f"{where}: {msg}")
 
 
-def _item(item) -> tuple:
-    """``(audio, sample_rate)`` of a ``transcribe_many`` item: a path, bytes, or a
-    ``(samples, sample_rate)`` pair."""
+def _item(item, index: int) -> tuple:
+    """``(audio, sample_rate, name)`` of ``transcribe_many``'s item ``index``: a path, bytes, or
+    a ``(samples, sample_rate)`` pair (named "item INDEX" in errors)."""
     if isinstance(item, tuple):
         if len(item) != 2:
-            raise RecognizerError(f"expected (samples, sample_rate), got a tuple of {len(item)}")
-        return item
-    return item, None
+            raise RecognizerError(f"item {index}: expected (samples, sample_rate), got a tuple "
+                                  f"of {len(item)}")
+        return item[0], item[1], f"item {index}"
+    return item, None, None if isinstance(item, (str, os.PathLike)) else f"item {index}"
 
 
 class Recognizer:
@@ -83,8 +89,6 @@ class Recognizer:
         transcribe.
         """
         folder = load_model_folder(path, need_graph=False)
-        from asrkit.recognizer.model_folder import MANIFEST
-
         opts = search_options(search, folder.manifest["decode"], folder.frame_shift,
                               f"{os.path.join(folder.path, MANIFEST)}: decode.")
         return cls(folder, opts, max_chunk)
@@ -104,8 +108,6 @@ class Recognizer:
     def normalization(self) -> dict:
         """The CMVN settings (``cmvn``, ``norm_vars``, ``cmn_window``, ``min_cmn_window``,
         ``cmn_center``) the model was trained with."""
-        from asrkit.recognizer.model_folder import NORMALIZATION
-
         return {k: self.folder.manifest[k] for k in NORMALIZATION}
 
     def settings(self) -> dict:
@@ -220,12 +222,13 @@ class Recognizer:
                                   " ms) are too short for one feature frame")
         return wave, self.normalize(feats)
 
-    def transcribe(self, audio, sample_rate: int | None = None) -> Result:
+    def transcribe(self, audio, sample_rate: int | None = None, name: str | None = None) -> Result:
         """Transcribe one recording (a path, file bytes, or samples with ``sample_rate``; see
-        ``load_audio``). Returns a Result; raises RecognizerError naming the file."""
+        ``load_audio``). Returns a Result; raises RecognizerError naming the file (or ``name``,
+        e.g. an utterance id)."""
         from asrkit.recognizer.chunks import frame_cuts, quiet_cuts
 
-        where = _name(audio)
+        where = name or _name(audio)
         self.check_can_transcribe()
         try:
             wave, feats = self._prepared(audio, sample_rate)
@@ -251,15 +254,16 @@ class Recognizer:
             raise RecognizerError(f"nj: expected a positive number of processes, got {nj!r}")
         nj = min(nj, len(items))
         if nj <= 1:
-            for item in items:
+            for i, item in enumerate(items):
                 try:
-                    yield self.transcribe(*_item(item))
+                    yield self.transcribe(*_item(item, i))
                 except RecognizerError as e:
                     yield e
             return
         from asrkit.recognizer.parallel import transcribe_in_workers
 
-        yield from transcribe_in_workers(self.settings(), [_item(i) for i in items], nj)
+        yield from transcribe_in_workers(self.settings(),
+                                         [_item(item, i) for i, item in enumerate(items)], nj)
 
     def transcribe_many(self, items, nj: int | None = None, errors: str = "raise") -> list:
         """Results of ``items`` in input order (see ``transcribe_iter``; ``nj`` None: all
@@ -274,14 +278,15 @@ class Recognizer:
             out.append(res)
         return out
 
-    def align(self, audio, text: str | list[str], sample_rate: int | None = None) -> Alignment:
+    def align(self, audio, text: str | list[str], sample_rate: int | None = None,
+              name: str | None = None) -> Alignment:
         """Forced alignment of ``text`` (a string or a list of words) to a recording: each
-        word's start and duration (``asrkit align``). Raises RecognizerError for an empty
-        transcript, a word the model has no tokens for, or a transcript too long for the
-        audio."""
+        word's start and duration (``asrkit align``). Raises RecognizerError (naming the file,
+        or ``name``) for an empty transcript, a word the model has no tokens for, or a
+        transcript too long for the audio."""
         from asrkit.recognizer.alignment import align_words
 
-        where = _name(audio)
+        where = name or _name(audio)
         words = text.split() if isinstance(text, str) else list(text)
         try:
             if not words:

@@ -459,8 +459,15 @@ def _check_spec_augment(options: dict, where: str, error) -> None:
                 check_interval(v, "(-inf, inf)", f"{where}.{k}", error)
         elif isinstance(default, str) and not isinstance(v, str):
             raise error(f"{where}.{k}: expected a string, got {v!r}")
+    if "warp_mode" in options:  # the trial's 8 frames are too few to warp: try it on its own
+        from asrkit.features.augment import resize_time
+
+        try:
+            resize_time(np.zeros((4, 2), np.float32), 3, options["warp_mode"])
+        except (ValueError, KeyError) as e:
+            raise error(f"{where}.warp_mode: {e}") from None
     try:
         spec_augment(np.zeros((8, 1, 4), np.float32), lengths=np.array([8], np.int32),
                      rng=np.random.default_rng(0), **options)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, KeyError) as e:
         raise error(f"{where}: {e}") from None

@@ -8,12 +8,15 @@ Keys: ``format`` ("asrkit-fst"), ``version``, ``semiring``, ``start``, ``final``
 
 from __future__ import annotations
 
+import errno
 import os
+import zipfile
+import zlib
 
 import numpy as np
 
 from asrkit.decoders.fst.fst import Fst
-from asrkit.decoders.fst.symbols import SymbolTable
+from asrkit.decoders.fst.symbols import MAX_ID, SymbolTable
 
 FORMAT = "asrkit-fst"
 VERSION = 1
@@ -37,26 +40,57 @@ def save_fst(fst: Fst, path: str | os.PathLike) -> None:
 
 
 def load_fst(path: str | os.PathLike) -> Fst:
-    """Read a machine written by ``save_fst``; a foreign file raises ValueError naming it."""
+    """Read a machine written by ``save_fst``. A foreign, damaged or inconsistent file raises
+    ValueError naming it; an unreadable one OSError."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file", path)
     try:
         z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise ValueError(f"{path}: not an asrkit binary FST ({e})") from None
-    with z:
-        if "format" not in z.files or str(z["format"]) != FORMAT:
-            raise ValueError(f"{path}: not an asrkit binary FST (no 'format' = {FORMAT!r})")
-        if int(z["version"]) > VERSION:
-            raise ValueError(f"{path}: format version {int(z['version'])} is newer than "
-                             f"this asrkit reads ({VERSION})")
-        tables = {}
-        for key in ("isymbols", "osymbols"):
-            if f"{key}_ids" in z.files:
-                t = SymbolTable(eps=None, name=f"{path}:{key}")
-                for i, s in zip(z[f"{key}_ids"].tolist(), z[f"{key}_syms"].tolist(), strict=True):
-                    t.add_symbol(s, i)
-                tables[key] = t
-        final = z["final"]
-        return Fst(final.size, int(z["start"]), final, z["src"], z["dst"], z["ilabel"],
-                   z["olabel"], z["weight"], str(z["semiring"]), tables.get("isymbols"),
-                   tables.get("osymbols"), dtype=final.dtype)
+    if not isinstance(z, np.lib.npyio.NpzFile):
+        raise ValueError(f"{path}: not an asrkit binary FST (a single array, not an archive)")
+    try:
+        with z:
+            return _from_archive(z, path)
+    except (KeyError, ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile,
+            zlib.error) as e:
+        if isinstance(e, ValueError) and str(e).startswith(path):
+            raise
+        raise ValueError(f"{path}: damaged asrkit binary FST ({type(e).__name__}: {e})") from None
+    except MemoryError:
+        raise ValueError(f"{path}: damaged asrkit binary FST (an array larger than memory)"
+                         ) from None
+
+
+def _from_archive(z, path: str) -> Fst:
+    if "format" not in z.files or str(z["format"]) != FORMAT:
+        raise ValueError(f"{path}: not an asrkit binary FST (no 'format' = {FORMAT!r})")
+    if int(z["version"]) > VERSION:
+        raise ValueError(f"{path}: format version {int(z['version'])} is newer than "
+                         f"this asrkit reads ({VERSION})")
+    tables = {}
+    for key in ("isymbols", "osymbols"):
+        if f"{key}_ids" in z.files:
+            t = SymbolTable(eps=None, name=f"{path}:{key}")
+            for i, s in zip(z[f"{key}_ids"].tolist(), z[f"{key}_syms"].tolist(), strict=True):
+                t.add_symbol(str(s), int(i))
+            tables[key] = t
+    arrays = {}
+    for key, kind in (("final", "f"), ("src", "iu"), ("dst", "iu"), ("ilabel", "iu"),
+                      ("olabel", "iu"), ("weight", "f")):
+        a = z[key]
+        if a.ndim != 1 or a.dtype.kind not in kind or (kind == "f" and a.itemsize not in (4, 8)):
+            raise ValueError(f"{path}: array {key!r} has shape {a.shape} and dtype {a.dtype}")
+        arrays[key] = a
+    for key in ("src", "dst", "ilabel", "olabel"):
+        a = arrays[key]
+        if a.size and (a.min() < 0 or a.max() > MAX_ID):
+            raise ValueError(f"{path}: array {key!r} holds values outside 0..{MAX_ID}")
+    final = arrays["final"]
+    return Fst(final.size, int(z["start"]), final, arrays["src"], arrays["dst"],
+               arrays["ilabel"], arrays["olabel"], arrays["weight"], str(z["semiring"]),
+               tables.get("isymbols"), tables.get("osymbols"), dtype=final.dtype)

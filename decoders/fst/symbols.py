@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable, Iterator
 
 EPSILON = "<eps>"
+MAX_ID = 2**31 - 1  # labels are int32, as OpenFst's
 
 
 class SymbolTable:
@@ -46,8 +47,8 @@ class SymbolTable:
         if key is None:
             key = self._next
         key = int(key)
-        if key < 0:
-            raise ValueError(f"symbol {symbol!r}: negative id {key}")
+        if not 0 <= key <= MAX_ID:
+            raise ValueError(f"symbol {symbol!r}: id {key} is outside 0..{MAX_ID}")
         if key in self._id2sym:
             raise ValueError(f"id {key} of {symbol!r} is already used by {self._id2sym[key]!r}")
         self._sym2id[symbol] = key
@@ -68,7 +69,7 @@ class SymbolTable:
     def from_text(cls, text: str, name: str = "<string>") -> SymbolTable:
         """Parse OpenFst text ("symbol id" per line). Errors name ``name`` and the line."""
         table = cls(eps=None, name=name)
-        for lineno, line in enumerate(text.splitlines(), 1):
+        for lineno, line in enumerate(text.split("\n"), 1):
             fields = line.split()
             if not fields:
                 continue
@@ -86,9 +87,11 @@ class SymbolTable:
 
     @classmethod
     def read_text(cls, path: str | os.PathLike) -> SymbolTable:
-        """Read a symbol table file (``words.txt``-style)."""
-        with open(path, encoding="utf-8") as f:
-            return cls.from_text(f.read(), name=os.fspath(path))
+        """Read a symbol table file (``words.txt``-style). Format errors (ValueError) name the
+        file and line; an unreadable file raises OSError."""
+        from asrkit.utils.textfile import read_text
+
+        return cls.from_text(read_text(path), name=os.fspath(path))
 
     def to_text(self) -> str:
         """The table as OpenFst text, ordered by id."""

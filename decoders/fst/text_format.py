@@ -8,33 +8,45 @@ on output, as fstprint does; non-final states have no final line.
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
 
 from asrkit.decoders.fst.fst import Fst
 from asrkit.decoders.fst.semiring import TROPICAL
-from asrkit.decoders.fst.symbols import SymbolTable
+from asrkit.decoders.fst.symbols import MAX_ID, SymbolTable
+
+# a state id may run ahead of the largest seen so far by at most this much (fstprint output
+# and hand-written files number states densely; a typo'd id must not allocate gigabytes)
+MAX_STATE_GAP = 1 << 20
 
 
 def _parse_weight(field: str, where: str) -> float:
     try:
-        return float(field)  # also takes "inf"/"Infinity"
+        w = float(field)  # also takes "inf"/"Infinity" (the semiring zero)
     except ValueError:
         raise ValueError(f"{where}: weight {field!r} is not a number") from None
+    if math.isnan(w) or w == -math.inf:  # not members of the tropical or log semiring
+        raise ValueError(f"{where}: weight {field!r} is not a valid weight (NaN and -inf are "
+                         "not)")
+    return w
+
+
+def _parse_id(field: str, where: str, what: str) -> int:
+    try:
+        v = int(field)
+    except ValueError:
+        raise ValueError(f"{where}: {what} {field!r} is not an integer") from None
+    if not 0 <= v <= MAX_ID:
+        raise ValueError(f"{where}: {what} {v} is outside 0..{MAX_ID}")
+    return v
 
 
 def _label_parser(table: SymbolTable | None, side: str):
     if table is None:
         def parse(field: str, where: str) -> int:
-            try:
-                v = int(field)
-            except ValueError:
-                raise ValueError(f"{where}: {side} label {field!r} is not an integer "
-                                 f"(no {side} symbol table given)") from None
-            if v < 0:
-                raise ValueError(f"{where}: negative {side} label {v}")
-            return v
+            return _parse_id(field, where, f"{side} label (no {side} symbol table given)")
     else:
         def parse(field: str, where: str) -> int:
             v = table.get(field)
@@ -58,17 +70,17 @@ def fst_from_text(text: str, isymbols: SymbolTable | None = None,
     start = -1
     max_state = -1
     narc_fields = 3 if acceptor else 4
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):
         fields = line.split()
         if not fields:
             continue
         where = f"{name}:{lineno}"
-        try:
-            states = [int(f) for f in fields[:2 if len(fields) >= narc_fields else 1]]
-        except ValueError:
-            raise ValueError(f"{where}: state id is not an integer in {line.strip()!r}") from None
-        if any(s < 0 for s in states):
-            raise ValueError(f"{where}: negative state id in {line.strip()!r}")
+        states = [_parse_id(f, where, "state id")
+                  for f in fields[:2 if len(fields) >= narc_fields else 1]]
+        if max(states) > max_state + MAX_STATE_GAP:
+            # ids are kept, so a stray huge id would allocate a state array of that size
+            raise ValueError(f"{where}: state id {max(states)} is far beyond the states listed "
+                             f"so far (up to {max_state}); number the states densely")
         if len(fields) in (1, 2):
             s = states[0]
             w = _parse_weight(fields[1], where) if len(fields) == 2 else 0.0
@@ -147,10 +159,12 @@ def fst_to_text(fst: Fst, isymbols: SymbolTable | None = None,
 def read_fst_text(path: str | os.PathLike, isymbols: SymbolTable | None = None,
                   osymbols: SymbolTable | None = None, acceptor: bool = False,
                   semiring: str = TROPICAL, dtype=np.float32) -> Fst:
-    """Read an AT&T text file; errors name the file and line."""
-    with open(path, encoding="utf-8") as f:
-        return fst_from_text(f.read(), isymbols, osymbols, acceptor, semiring, dtype,
-                             name=os.fspath(path))
+    """Read an AT&T text file; format errors (ValueError) name the file and line, an
+    unreadable file raises OSError."""
+    from asrkit.utils.textfile import read_text
+
+    return fst_from_text(read_text(path), isymbols, osymbols, acceptor, semiring, dtype,
+                         name=os.fspath(path))
 
 
 def write_fst_text(fst: Fst, path: str | os.PathLike, isymbols: SymbolTable | None = None,

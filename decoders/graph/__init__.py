@@ -25,6 +25,7 @@ _EXPORTS = {
     "LN10": "asrkit.decoders.graph.grammar",
     "arpa_to_fst": "asrkit.decoders.graph.grammar",
     "word_loop_fst": "asrkit.decoders.graph.grammar",
+    "read_word_weights": "asrkit.decoders.graph.grammar",
     "GrammarError": "asrkit.decoders.graph.jsgf",
     "grammar_fst": "asrkit.decoders.graph.jsgf",
     "read_grammar": "asrkit.decoders.graph.jsgf",

@@ -20,6 +20,7 @@ that takes a backoff arc only where no n-gram is listed has exactly the LM's sco
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -50,7 +51,8 @@ def arpa_to_fst(lm, words: SymbolTable, bos: str = BOS, eos: str = EOS,
                 backoff[ws] = bow
     start_history = (bos,) if order > 1 else ()
     if start_history not in backoff:
-        raise ValueError(f"the LM has no {bos} unigram, so G has no start state")
+        raise ValueError(f"{getattr(lm, 'source', '') or 'the LM'}: no {bos} unigram, so G has "
+                         "no start state")
     has_own = {()}  # histories with n-grams (or a final cost) of their own
     for n in range(2, order + 1):
         for ws, _, _ in ngrams[n - 1]:
@@ -90,6 +92,8 @@ def arpa_to_fst(lm, words: SymbolTable, bos: str = BOS, eos: str = EOS,
                 continue
             if h not in backoff:
                 continue  # history never listed: unreachable in ARPA semantics
+            if prob == -math.inf:
+                continue  # probability 0: no path (the weight would be +inf, the zero)
             src = state_of(h)
             cost = -LN10 * prob
             if w == eos:
@@ -111,10 +115,11 @@ def word_loop_fst(words: SymbolTable, vocabulary: Iterable[str] | Mapping[str, f
     words (uniform, cost ln V each) or a mapping word -> weight (probabilities after
     normalisation; cost -ln(weight / total))."""
     if isinstance(vocabulary, Mapping):
-        items = list(vocabulary.items())
-        total = float(sum(v for _, v in items))
-        if not items or total <= 0 or any(v <= 0 for _, v in items):
-            raise ValueError("word loop weights must be positive")
+        items = [(w, float(v)) for w, v in vocabulary.items()]
+        total = sum(v for _, v in items)
+        if not items or not all(math.isfinite(v) and v > 0 for _, v in items) or \
+                not math.isfinite(total):
+            raise ValueError("word loop weights must be finite numbers > 0")
         costs = [(w, -math.log(v / total)) for w, v in items]
     else:
         ws = list(dict.fromkeys(vocabulary))
@@ -132,3 +137,38 @@ def word_loop_fst(words: SymbolTable, vocabulary: Iterable[str] | Mapping[str, f
             raise ValueError(f"word loop: {w!r} is not in the word table") from None
         b.add_arc(s, s, wid, wid, c)
     return b.compile(dtype=dtype)
+
+
+def read_word_weights(path: str | os.PathLike, known: Iterable[str] | None = None
+                      ) -> dict[str, float]:
+    """Read a weighted word loop's file: ``word weight`` per line (blank lines skipped),
+    weights finite and > 0, each word once and, with ``known``, one of those words. Errors
+    (ValueError) name the file and line; an unreadable file raises OSError."""
+    from asrkit.utils.textfile import read_text
+
+    path = os.fspath(path)
+    known = set(known) if known is not None else None
+    weights: dict[str, float] = {}
+    for lineno, line in enumerate(read_text(path).split("\n"), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            w = float(fields[1]) if len(fields) == 2 else math.nan
+        except ValueError:
+            w = math.nan
+        if not (math.isfinite(w) and w > 0):
+            raise ValueError(f"{where}: expected 'word weight' with a finite weight > 0, got "
+                             f"{line.strip()!r}")
+        word = fields[0]
+        if word in weights:
+            raise ValueError(f"{where}: word {word!r} is listed twice")
+        if known is not None and word not in known:
+            raise ValueError(f"{where}: word {word!r} is not in the lexicon")
+        weights[word] = w
+    if not weights:
+        raise ValueError(f"{path}: no words")
+    if not math.isfinite(sum(weights.values())):
+        raise ValueError(f"{path}: the weights add up to more than a float holds")
+    return weights

@@ -103,8 +103,8 @@ class _Parser:
                 weight = float(tok.strip("/"))
             except ValueError:
                 raise GrammarError(f"{self.where}: weight {tok!r} is not a number") from None
-            if weight <= 0:
-                raise GrammarError(f"{self.where}: weight {tok!r} must be positive")
+            if not (math.isfinite(weight) and weight > 0):
+                raise GrammarError(f"{self.where}: weight {tok!r} must be a finite number > 0")
         out = self.empty_string()
         while self.peek() not in (None, "|", ")", "]"):
             out = concat(out, self.item())
@@ -138,7 +138,7 @@ class _Parser:
 def _statements(text: str, name: str):
     """(line number, text) per statement, comments and JSGF headers removed."""
     lines = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):
         line = re.sub(r"//.*", "", line)
         stripped = line.strip()
         if stripped.startswith("#") or re.match(r"grammar\s+[\w.]+\s*;?$", stripped):
@@ -219,6 +219,13 @@ def grammar_fst(text: str, words: SymbolTable, name: str = "<grammar>",
 
 
 def read_grammar(path: str | os.PathLike, words: SymbolTable, dtype=np.float32) -> Fst:
-    """Compile the grammar file at ``path`` (errors name the file and line)."""
-    with open(path, encoding="utf-8") as f:
-        return grammar_fst(f.read(), words, name=os.fspath(path), dtype=dtype)
+    """Compile the grammar file at ``path`` (errors name the file and line; an unreadable
+    file raises OSError)."""
+    from asrkit.utils.textfile import read_text
+
+    name = os.fspath(path)
+    text = read_text(path)
+    try:
+        return grammar_fst(text, words, name=name, dtype=dtype)
+    except RecursionError:
+        raise GrammarError(f"{name}: the grammar nests groups or rules too deeply") from None

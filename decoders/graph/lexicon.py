@@ -51,14 +51,16 @@ def read_lexicon(path: str | os.PathLike, with_probs: bool | None = None,
                  tokens: TokenTable | None = None) -> list[Pronunciation]:
     """Read lexicon.txt or lexiconp.txt. ``with_probs=None`` detects the probability column:
     present when the second field of every line is a number in (0, 1] that is not a known token.
-    With ``tokens``, every pronunciation token must be a non-blank token. Errors name file:line."""
+    With ``tokens``, every pronunciation token must be a non-blank token. Errors (ValueError)
+    name file:line; an unreadable file raises OSError."""
+    from asrkit.utils.textfile import read_text
+
     path = os.fspath(path)
     rows: list[tuple[int, list[str]]] = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if fields:
-                rows.append((lineno, fields))
+    for lineno, line in enumerate(read_text(path).split("\n"), 1):
+        fields = line.split()
+        if fields:
+            rows.append((lineno, fields))
     if not rows:
         raise ValueError(f"{path}: empty lexicon")
     if with_probs is None:

@@ -146,8 +146,10 @@ def make_graph(tokens_path, lexicon_path, lm=None, word_loop=None, grammar_path=
                with_probs: bool | None = None, max_states: int | None = None) -> Graph:
     """Everything from files: tokens.txt, a lexicon, and one grammar source: ``lm`` (an
     NgramLM, or a path to an ARPA/binary LM), ``word_loop`` (True for a uniform loop over the
-    lexicon words, or a {word: weight} mapping) or ``grammar_path`` (JSGF-like file)."""
-    from asrkit.decoders.graph.grammar import arpa_to_fst, word_loop_fst
+    lexicon words, a {word: weight} mapping, or the path of a 'word weight' file) or
+    ``grammar_path`` (JSGF-like file). Bad input raises ValueError naming the file and line
+    (OSError for unreadable files)."""
+    from asrkit.decoders.graph.grammar import arpa_to_fst, read_word_weights, word_loop_fst
     from asrkit.decoders.graph.jsgf import read_grammar
     from asrkit.decoders.graph.lexicon import add_disambig, lexicon_fst, read_lexicon, word_symbols
     from asrkit.decoders.graph.tokens import graph_symbols, read_tokens
@@ -155,6 +157,10 @@ def make_graph(tokens_path, lexicon_path, lm=None, word_loop=None, grammar_path=
     sources = [x is not None and x is not False for x in (lm, word_loop, grammar_path)]
     if sum(sources) != 1:
         raise ValueError("give exactly one of lm, word_loop, grammar_path")
+    if max_states is not None and max_states < 1:
+        raise ValueError(f"max_states must be at least 1, got {max_states}")
+    if sil_token is not None and not 0.0 < sil_prob < 1.0:  # also refuses NaN
+        raise ValueError(f"sil_prob must be in (0, 1), got {sil_prob}")
     timings = {}
     t0 = time.perf_counter()
     toks = read_tokens(tokens_path, blank=blank)
@@ -188,6 +194,9 @@ def make_graph(tokens_path, lexicon_path, lm=None, word_loop=None, grammar_path=
         words = word_symbols(lex_words)
         timings["read"] = time.perf_counter() - t0
         t0 = time.perf_counter()
+        if isinstance(word_loop, (str, os.PathLike)):
+            info["word_loop_weights"] = os.fspath(word_loop)
+            word_loop = read_word_weights(word_loop, known=lex_words)
         vocab = sorted(set(lex_words)) if word_loop is True else word_loop
         G = word_loop_fst(words, vocab)
         info["grammar"] = "word-loop"

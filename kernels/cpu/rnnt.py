@@ -25,19 +25,27 @@ dh * (1 - h^2)`` added into ``d_enc[b, t]`` and ``d_pred[b, u]``. Nodes whose oc
 are bounded by ``2 * occupancy`` in absolute sum, so each changes an entry of ``d_weight`` or
 ``d_enc``/``d_pred`` by at most ``2e-12 * max|h|`` or ``2e-12 * max|W|``; with random logits about
 40% of the nodes are left out (B=8 T=200 U=50 V=500), with a trained, peaky model most of them.
-``prune=0`` keeps every node. Peak memory is a few blocks (``block * (V + 2H)`` floats) plus the
-float64 ``[B, T, U+1]`` node arrays.
+``prune=0`` keeps every node. Threads: the nodes are dealt into one contiguous range per thread
+and each thread works through its blocks alone, its GEMMs made single-threaded with OpenBLAS's
+``openblas_set_num_threads_local``: one parallel region per pass and one kind of thread on the
+cores (numba's workers, OpenBLAS's and ours, interleaved per block, spun against each other and
+made two threads slower than one on the 2-core VM). Peak memory is a few blocks per thread
+(``block * (V + 2H)`` floats), the float64 ``[B, T, U+1]`` node arrays, and per extra thread its
+own ``d_enc``, ``d_pred`` and ``d_weight`` (summed at the end).
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 
+import numba
 import numpy as np
 from numba import njit, prange
 
+from asrkit.kernels.cpu._gemm import _openblas_paths
 from asrkit.kernels.cpu.ctc import _VEC, _exp, _row_max
-from asrkit.kernels.cpu.lstm import fast_tanh
+from asrkit.kernels.cpu.lstm import _pool, fast_tanh
 
 NEG_INF = -np.inf
 BLOCK_ROWS = 512  # joiner rows per block: z [512, V] stays in L2 for V up to ~500 (float32)
@@ -239,18 +247,18 @@ def _tanh_row(e, p, h):
     h[H] = 1
 
 
-@njit(parallel=True, **_VEC)
+@njit(**_VEC)
 def _hidden(enc, pred, rows, h):
     """h[i] = [tanh(enc[b, t] + pred[b, u]), 1] for the nodes rows[i] = (b, t, u)."""
-    for i in prange(rows.shape[0]):
+    for i in range(rows.shape[0]):
         _tanh_row(enc[rows[i, 0], rows[i, 1]], pred[rows[i, 0], rows[i, 2]], h[i])
 
 
-@njit(parallel=True, **_VEC)
+@njit(**_VEC)
 def _block_stats(z, rows, targets, target_lengths, blank, lse, lpb, lpl):
     """Stage 1 on a block of joiner outputs z [n, V] for the nodes rows [n, 3]."""
-    for i in prange(rows.shape[0]):
-        acc = np.empty(16, dtype=z.dtype)
+    acc = np.empty(16, dtype=z.dtype)
+    for i in range(rows.shape[0]):
         b, t, u = rows[i, 0], rows[i, 1], rows[i, 2]
         row = z[i]
         s = _row_lse(row, acc)
@@ -260,10 +268,10 @@ def _block_stats(z, rows, targets, target_lengths, blank, lse, lpb, lpl):
             lpl[b, t, u] = row[targets[b, u]] - s
 
 
-@njit(parallel=True, **_VEC)
+@njit(**_VEC)
 def _block_grads(z, rows, targets, target_lengths, blank, lse, pb, pl):
     """Stage 3 in place on a block of joiner outputs z [n, V]: z becomes d cost / d z."""
-    for i in prange(rows.shape[0]):
+    for i in range(rows.shape[0]):
         b, t, u = rows[i, 0], rows[i, 1], rows[i, 2]
         g = z[i]
         _grad_row(g, lse[b, t, u], pb[b, t, u] + pl[b, t, u], g)
@@ -287,14 +295,66 @@ def _scatter_hidden_grads(dh, h, rows, d_enc, d_pred):
             dp[j] += a
 
 
+_SET_LOCAL: list = []  # [ctypes function or None], found once
+
+
+def _blas_threads_local():
+    """OpenBLAS's ``openblas_set_num_threads_local(n) -> previous`` (0.3.27+) of the library
+    numpy uses, as a ctypes function; it sets the GEMM threads of the calling thread only.
+    None where it is not found (another BLAS: then the blocks run in one thread, and the BLAS
+    threads its own GEMMs)."""
+    if not _SET_LOCAL:
+        fn = None
+        for path in _openblas_paths():
+            try:
+                lib = ctypes.CDLL(path)
+                fn = lib.openblas_set_num_threads_local
+            except (OSError, AttributeError):
+                continue
+            fn.argtypes = [ctypes.c_int]
+            fn.restype = ctypes.c_int
+            break
+        _SET_LOCAL.append(fn)
+    return _SET_LOCAL[0]
+
+
+def _split(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ranges of about equal size covering ``range(n)`` (none empty)."""
+    edges = np.linspace(0, n, max(1, min(parts, n)) + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def _in_workers(bounds, fn, set_local):
+    """Run ``fn(k, r0, r1)`` for each range k, one per thread (the first in this one), each
+    with single-threaded BLAS calls: one kind of thread at a time on the cores, no
+    synchronisation between blocks."""
+    def work(k, r0, r1):
+        prev = set_local(1) if set_local is not None else None
+        try:
+            fn(k, r0, r1)
+        finally:
+            if set_local is not None:
+                set_local(prev)
+
+    futures = [_pool().submit(work, k, r0, r1) for k, (r0, r1) in enumerate(bounds)
+               if k > 0]
+    if bounds:
+        work(0, *bounds[0])
+    for f in futures:
+        f.result()
+
+
 def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_lengths,
-                     blank: int = 0, block: int = BLOCK_ROWS, prune: float = PRUNE):
+                     blank: int = 0, block: int = BLOCK_ROWS, prune: float = PRUNE,
+                     threads: int | None = None):
     """RNN-T loss of the additive joiner with the joiner merged in, on the CPU.
 
     Same contract as ``reference.rnnt.rnnt_joiner_loss``: enc float [B, T, H], pred float
     [B, U+1, H], weight [V, H], bias [V], targets int32 [B, S], input_lengths and target_lengths
     int32 [B] (checked by the caller). ``block``: joiner rows per GEMM; ``prune``: nodes of
-    lower occupancy are left out of the backward (see the module docstring; 0 keeps all).
+    lower occupancy are left out of the backward (see the module docstring; 0 keeps all);
+    ``threads`` (None: numba's thread count): the nodes are dealt into that many contiguous
+    ranges, each worked through by one thread with single-threaded GEMMs.
     Returns ``(costs [B], (d_enc, d_pred, d_weight, d_bias))`` in the dtype of ``enc``.
     """
     dt = np.dtype(enc.dtype) if np.dtype(enc.dtype) in (np.float32, np.float64) \
@@ -311,36 +371,55 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
     tg, il, tl = _ints(targets, input_lengths, target_lengths)
     blank = int(blank)
     lse, lpb, lpl, pb, pl = _node_arrays(B, T, U1)
-    h = np.empty((block, H + 1), dt)
-    z = np.empty((block, V), dt)
+    set_local = _blas_threads_local()
+    workers = 1 if set_local is None else max(1, int(threads or numba.get_num_threads()))
 
     rows = _node_rows(il, tl)
-    for r0 in range(0, rows.shape[0], block):
-        rb = rows[r0:r0 + block]
-        n = rb.shape[0]
-        _hidden(enc, pred, rb, h[:n])
-        np.matmul(h[:n], w_aug_t, out=z[:n])
-        _block_stats(z[:n], rb, tg, tl, blank, lse, lpb, lpl)
 
+    def forward(k, r0, r1):
+        h = np.empty((min(block, r1 - r0), H + 1), dt)
+        z = np.empty((min(block, r1 - r0), V), dt)
+        for s0 in range(r0, r1, block):
+            rb = rows[s0:min(s0 + block, r1)]
+            n = rb.shape[0]
+            _hidden(enc, pred, rb, h[:n])
+            np.matmul(h[:n], w_aug_t, out=z[:n])
+            _block_stats(z[:n], rb, tg, tl, blank, lse, lpb, lpl)
+
+    _in_workers(_split(rows.shape[0], workers), forward, set_local)
     costs = np.empty(B)
     _lattice(lpb, lpl, il, tl, costs, pb, pl)
 
-    d_enc = np.zeros((B, T, H), dt)
-    d_pred = np.zeros((B, U1, H), dt)
-    d_w_aug = np.zeros((V, H + 1), dt)
-    dh = np.empty((block, H + 1), dt)
-    dw_part = np.empty((V, H + 1), dt)
-    rows = _kept_rows(rows, pb, pl, float(prune))
-    for r0 in range(0, rows.shape[0], block):
-        rb = rows[r0:r0 + block]
-        n = rb.shape[0]
-        _hidden(enc, pred, rb, h[:n])
-        np.matmul(h[:n], w_aug_t, out=z[:n])
-        _block_grads(z[:n], rb, tg, tl, blank, lse, pb, pl)
-        np.matmul(z[:n], w_aug, out=dh[:n])
-        np.matmul(z[:n].T, h[:n], out=dw_part)
-        d_w_aug += dw_part
-        _scatter_hidden_grads(dh[:n], h[:n], rb, d_enc, d_pred)
+    kept = _kept_rows(rows, pb, pl, float(prune))
+    bounds = _split(kept.shape[0], workers)
+    # each worker adds into its own gradients (nodes of two ranges may share a frame, and all
+    # share label positions and the weights); the first worker's are the results
+    acc = [(np.zeros((B, T, H), dt), np.zeros((B, U1, H), dt), np.zeros((V, H + 1), dt))
+           for _ in range(max(1, len(bounds)))]
+
+    def backward(k, r0, r1):
+        d_enc, d_pred, d_w_aug = acc[k]
+        m = min(block, r1 - r0)
+        h = np.empty((m, H + 1), dt)
+        z = np.empty((m, V), dt)
+        dh = np.empty((m, H + 1), dt)
+        dw_part = np.empty((V, H + 1), dt)
+        for s0 in range(r0, r1, block):
+            rb = kept[s0:min(s0 + block, r1)]
+            n = rb.shape[0]
+            _hidden(enc, pred, rb, h[:n])
+            np.matmul(h[:n], w_aug_t, out=z[:n])
+            _block_grads(z[:n], rb, tg, tl, blank, lse, pb, pl)
+            np.matmul(z[:n], w_aug, out=dh[:n])
+            np.matmul(z[:n].T, h[:n], out=dw_part)
+            d_w_aug += dw_part
+            _scatter_hidden_grads(dh[:n], h[:n], rb, d_enc, d_pred)
+
+    _in_workers(bounds, backward, set_local)
+    d_enc, d_pred, d_w_aug = acc[0]
+    for other in acc[1:]:
+        for mine, theirs in zip(acc[0], other):
+            mine += theirs
     d_weight = np.ascontiguousarray(d_w_aug[:, :H])
     d_bias = np.ascontiguousarray(d_w_aug[:, H])
     return costs.astype(dt), (d_enc, d_pred, d_weight, d_bias)

@@ -110,7 +110,7 @@ class ReferenceAttentionCache:
     v: np.ndarray
     probs: np.ndarray      # [B, H, T, T] softmax (0 where masked and on padded queries)
     lengths: np.ndarray    # int64 [B]
-    scale: float
+    scale: np.floating               # of the arrays' dtype
     pos: np.ndarray | None           # [H, 2T-1, d]
     pos_bias_u: np.ndarray | None    # [H, d]
     pos_bias_v: np.ndarray | None
@@ -146,7 +146,7 @@ def attention_forward(q, k, v, lengths=None, num_heads=1, causal=False, chunk_si
     d = D // H
     dt = np.result_type(q, k, v)
     lengths = check_lengths(lengths, T, B)
-    scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
+    scale = dt.type(1.0 / np.sqrt(d) if scale is None else scale)
     qh, kh, vh = (_heads(np.asarray(a, dt), lengths, H) for a in (q, k, v))
     ph = bu = bv = None
     if pos is None:

@@ -5,6 +5,7 @@
 #
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
 #       [--train-speakers N] [--dev-speakers N] [--test-speakers N] [--utts-per-speaker N]
+#       [--fsdd-takes N]  (data options: local/make_corpus.py --help)
 #       [--pretrain-epochs N] [--epochs N] [--jobs N] [--mpi N] [--resume]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
@@ -37,6 +38,7 @@ train_speakers=120
 dev_speakers=10
 test_speakers=30
 utts_per_speaker=20
+fsdd_takes=50     # FSDD takes of each digit to use (fewer for quick runs)
 pretrain_epochs=8
 epochs=6
 jobs=2
@@ -55,12 +57,13 @@ while [ $# -gt 0 ]; do
     --dev-speakers) dev_speakers=$2; shift 2 ;;
     --test-speakers) test_speakers=$2; shift 2 ;;
     --utts-per-speaker) utts_per_speaker=$2; shift 2 ;;
+    --fsdd-takes) fsdd_takes=$2; shift 2 ;;
     --pretrain-epochs) pretrain_epochs=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --mpi) mpi=$2; shift 2 ;;
     --resume) resume=--resume; shift ;;
-    -h|--help) sed -n '2,27p' "$(basename "$0")"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$(basename "$0")"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -80,7 +83,7 @@ stage_data() {
   log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \
     --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" \
     --utts-per-speaker "$utts_per_speaker" --test-speaker none --jobs "$jobs" \
-    ${fsdd:+--fsdd "$fsdd"} || return
+    --fsdd-takes "$fsdd_takes" ${fsdd:+--fsdd "$fsdd"} || return
 }
 
 feature_parts() {  # the data dirs stage 0 made, as NAME=DIR (NAME names its features)

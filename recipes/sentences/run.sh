@@ -4,11 +4,11 @@
 #
 #   recipes/sentences/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--dev-speakers N]
 #                            [--test-speakers N] [--utts-per-speaker N] [--test-utts-per-speaker N]
-#                            [--lm-sentences N] [--epochs N] [--jobs N] [--nj N]
+#                            [--lm-sentences N] [--epochs N] [--jobs N] [--nj N] [--no-prepare]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
-#   0 data      grammar sentences spoken by eSpeak NG voices (train/dev/test split by voice),
-#               plus a disjoint LM text (local/make_corpus.py)
+#   0 data      grammar sentences spoken by eSpeak NG/flite/festival/Piper voices (split by
+#               voice), perturbed, simulated channels; a disjoint LM text (local/make_corpus.py)
 #   1 features  40-dim fbank + per-speaker CMVN stats (asrkit compute-features), validated
 #   2 lang      phone tokens + CMUdict lexicon (local/prepare_lang.py), 3-gram LM on the LM text
 #               (asrkit lm train), phone-level training transcripts with the pronunciations
@@ -31,6 +31,7 @@ lm_sentences=50000
 epochs=15
 jobs=2   # feature extraction processes
 nj=1     # training ranks (MPI data parallelism)
+prepare=1  # install the voices first (../utils/prepare_recipe.sh); --no-prepare skips it
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,6 +46,7 @@ while [ $# -gt 0 ]; do
     --epochs) epochs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --nj) nj=$2; shift 2 ;;
+    --no-prepare) prepare=; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -60,10 +62,12 @@ echo "# $(date -u +%FT%TZ) $0 $*" >> exp/commands.txt
 source ../utils/stages.sh  # run_stage, log
 
 stage_data() {
+  # (run_stage calls this in an `if`, where set -e is off: each step checks its own status)
+  if [ -n "$prepare" ]; then log bash ../utils/prepare_recipe.sh || return; fi
   log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \
     --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" \
     --utts-per-speaker "$utts_per_speaker" --test-utts-per-speaker "$test_utts_per_speaker" \
-    --lm-sentences "$lm_sentences"
+    --lm-sentences "$lm_sentences" --jobs "$jobs"
 }
 
 stage_features() {

@@ -115,15 +115,20 @@ def test_rerun_skips_done_parts_and_redoes_changed_audio(corpus, tmp_path, capsy
     assert [os.stat(a).st_mtime_ns for a in arks] == stamps
     assert _feats(out).keys() == feats.keys()
 
-    # rewriting one audio file invalidates only the part holding it
+    # rewriting one audio file invalidates only the part holding it; the recomputed part goes
+    # to its other name, so the published output stays whole until the new one replaces it
+    part_of_bob = 1 if "bob-1" in open(arks[0].replace(".ark", ".scp")).read() else 2
     path = data.replace("data/train", "audio/bob-1.wav")
     sf.write(path, samples["bob-1"][::-1].copy(), 16000, subtype="PCM_16")
     rc, third, _ = _run(capsys, *args)
-    part_of_bob = 1 if "bob-1" in open(arks[0].replace(".ark", ".scp")).read() else 2
     assert third["parts_computed"] == [part_of_bob]
     np.testing.assert_allclose(_feats(out)["bob-1"],
                                fbank(samples["bob-1"][::-1].astype(np.float32), **OPTIONS),
                                rtol=1e-6, atol=1e-5)
+    names = sorted(os.path.basename(a) for a in glob.glob(os.path.join(out, "raw_*.ark")))
+    assert names == sorted([f"raw_fbank_train.{part_of_bob}.alt.ark",
+                            f"raw_fbank_train.{3 - part_of_bob}.ark"])
+    np.testing.assert_array_equal(_feats(out)["alice-1"], feats["alice-1"])
 
 
 def test_jobs_2_equals_jobs_1(corpus, tmp_path, capsys):
@@ -231,3 +236,126 @@ def test_segments_resampling_and_cmvn_modes(tmp_path, rng, capsys):
     per_utt = read_table_dict(f"scp:{out / 'cmvn_utt.scp'}")
     assert per_utt.keys() == {"s-1", "s-2"} and not (out / "global_cmvn.stats").exists()
     assert per_utt["s-2"][0, -1] == feats["s-2"].shape[0]
+
+
+def _start(argv, env):
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "asrkit", "compute-features", *argv],
+                            env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _children(pid: int) -> set[int]:
+    """Processes whose parent is ``pid`` (from /proc)."""
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.add(int(entry))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _slow_corpus(tmp_path, rng):
+    """A data dir whose last utterance is a pipe that sleeps $SLEEP seconds first."""
+    data, samples = make_corpus(str(tmp_path), rng)
+    wav = os.path.join(data, "wav.scp")
+    lines = [line for line in open(wav) if "corrupt" not in line and "empty" not in line]
+    lines.append(f"zed-sleepy sleep ${{SLEEP:-0}}; cat {tmp_path}/audio/alice-1.wav |\n")
+    open(wav, "w").writelines(lines)
+    utt2spk = [line for line in open(os.path.join(data, "utt2spk"))
+               if "corrupt" not in line and "empty" not in line] + ["zed-sleepy zed\n"]
+    open(os.path.join(data, "utt2spk"), "w").writelines(utt2spk)
+    os.unlink(os.path.join(data, "spk2utt"))
+    os.unlink(os.path.join(data, "text"))
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["data", "fix", data, "--no-backup"]) == 0
+    return data
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_interrupted_rerun_leaves_the_previous_output_whole(tmp_path, rng, capsys, jobs):
+    """A rerun killed while computing (after the old archives would have been deleted) leaves
+    feats.scp and everything it points at as the last complete run left them."""
+    import signal
+    import time
+
+    data = _slow_corpus(tmp_path, rng)
+    conf = tmp_path / "fbank.toml"
+    conf.write_text(CONFIG)
+    out = tmp_path / "fbank"
+    rc, first, _ = _run(capsys, data, "--config", str(conf), "--out", str(out), "--jobs", jobs)
+    assert rc == 0 and first["num_failed"] == 0
+    before = _feats(str(out))
+    scp_before = (out / "feats.scp").read_text()
+
+    conf.write_text(CONFIG.replace("num_mel_bins = 23", "num_mel_bins = 20"))
+    p = _start([data, "--config", str(conf), "--out", str(out), "--jobs", jobs],
+               {"SLEEP": "60"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not glob.glob(str(out / ".raw_fbank_train.*.tmp")):
+        time.sleep(0.2)
+    assert glob.glob(str(out / ".raw_fbank_train.*.tmp")), "the rerun never started writing"
+    workers = _children(p.pid)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    assert (out / "feats.scp").read_text() == scp_before
+    after = _feats(str(out))
+    assert after.keys() == before.keys()
+    for utt in before:
+        np.testing.assert_array_equal(after[utt], before[utt])
+    assert not any(_alive(w) for w in workers)
+
+    # the next complete run publishes the new features and removes what nobody uses
+    rc, third, _ = _run(capsys, data, "--config", str(conf), "--out", str(out), "--jobs", jobs)
+    assert rc == 0 and all(m.shape[1] == 20 for m in _feats(str(out)).values())
+    used = {os.path.basename(rx.rsplit(":", 1)[0])
+            for _, rx in read_script(str(out / "feats.scp"))}
+    assert set(os.path.basename(a) for a in glob.glob(str(out / "raw_*.ark"))) == used
+    assert not glob.glob(str(out / ".*.tmp"))
+    cmvn = read_table_dict(f"scp:{out / 'cmvn.scp'}")
+    assert all(v.shape == (2, 21) for v in cmvn.values())
+    assert len(glob.glob(str(out / "cmvn_*.ark"))) == 1
+
+
+def test_workers_end_with_a_killed_parent(tmp_path, rng):
+    """--jobs 2 with its parent killed (SIGKILL: no cleanup code runs): the workers go too."""
+    import signal
+    import time
+
+    data = _slow_corpus(tmp_path, rng)
+    conf = tmp_path / "fbank.toml"
+    conf.write_text(CONFIG)
+    p = _start([data, "--config", str(conf), "--out", str(tmp_path / "o"), "--jobs", "2"],
+               {"SLEEP": "60"})
+    deadline = time.monotonic() + 60
+    workers: set[int] = set()
+    while time.monotonic() < deadline and len(workers) < 2:
+        workers = {c for c in _children(p.pid) if "spawn_main" in open(
+            f"/proc/{c}/cmdline").read()} if _alive(p.pid) else set()
+        time.sleep(0.2)
+    assert len(workers) == 2, "no workers started"
+    os.kill(p.pid, signal.SIGKILL)  # the parent only, not its process group
+    p.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(w) for w in workers):
+        time.sleep(0.2)
+    assert not any(_alive(w) for w in workers)
+    os.killpg(p.pid, signal.SIGKILL)  # the sleeping pipe, if any is left

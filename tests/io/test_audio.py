@@ -124,3 +124,32 @@ def test_save_audio_round_trip_and_atomic(tmp_path, rng):
     buf = io.BytesIO()
     save_audio(buf, x / 32768.0, 16000, format="WAV")
     np.testing.assert_array_equal(load_audio(buf.getvalue(), scale="int16")[0], x)
+
+
+def test_truncated_wav_is_an_error_not_its_first_part(tmp_path, rng):
+    """libsndfile decodes a wav cut short from what is there; Kaldi warns. Here the header's
+    data size is checked against the file: a shortfall names the file and both sizes."""
+    import struct
+
+    from asrkit.io import load_rxfilename
+
+    x = tone(4000, rng)
+    full = tmp_path / "full.wav"
+    sf.write(str(full), x, 16000, subtype="PCM_16")
+    data = full.read_bytes()
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(data[:-2000])
+    message = (r"cut\.wav: truncated wav: its header says 8000 bytes of audio data, the file "
+               "holds 6000")
+    with pytest.raises(AudioError, match=message):
+        load_audio(str(cut))
+    with pytest.raises(AudioError, match="truncated wav"):
+        load_audio(data[:-2000])
+    with pytest.raises(AudioError, match="truncated wav"):  # through a pipe too
+        load_rxfilename(f"cat {cut} |")
+    # sizes left unset by a writer that could not seek back mean "to the end", as in Kaldi
+    streamed = bytearray(data)
+    struct.pack_into("<I", streamed, streamed.index(b"data") + 4, 0xFFFFFFFF)
+    (tmp_path / "s.wav").write_bytes(bytes(streamed[:-2000]))
+    y, _ = load_rxfilename(f"cat {tmp_path / 's.wav'} |", scale="int16")
+    np.testing.assert_array_equal(y, x[:3000])

@@ -153,3 +153,14 @@ def test_joiner_bad_shapes_give_one_line_errors(rng):
         rnnt_joiner_loss(enc, pred, weight, bias, targets, il, np.array([3, 0], np.int32))
     with pytest.raises(ValueError, match="prune=-1.0 must be >= 0"):
         rnnt_joiner_loss(enc, pred, weight, bias, targets, il, tl, prune=-1.0)
+
+
+def test_cpu_joiner_threads_split_the_nodes_without_changing_results(rng):
+    from asrkit.kernels.cpu import rnnt as cpu
+
+    args = make_joiner(rng, B=3, T=10, U=4, V=8, H=5)
+    costs1, grads1 = cpu.rnnt_joiner_loss(*args, block=6, threads=1)
+    costs3, grads3 = cpu.rnnt_joiner_loss(*args, block=6, threads=3)
+    np.testing.assert_allclose(costs3, costs1, rtol=1e-6)
+    for g1, g3 in zip(grads1, grads3):  # sums over nodes in another order
+        np.testing.assert_allclose(g3, g1, rtol=1e-5, atol=1e-6)

@@ -17,9 +17,11 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     work = tmp_path / "digits"
     shutil.copytree(RECIPE, work, ignore=shutil.ignore_patterns("data", "exp"))
     shutil.copytree(os.path.join(RECIPE, "..", "utils"), tmp_path / "utils")
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+               ASRKIT_CACHE=str(tmp_path / "cache"))
     r = subprocess.run(["bash", str(work / "run.sh"), "--train-speakers", "6", "--dev-speakers",
-                        "2", "--test-speakers", "2", "--utts-per-speaker", "5", "--epochs", "1"],
+                        "2", "--test-speakers", "2", "--utts-per-speaker", "5", "--epochs", "1",
+                        "--fsdd-takes", "2", "--no-prepare"],
                        capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     for stage in range(7):

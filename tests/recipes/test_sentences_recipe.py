@@ -127,18 +127,33 @@ def test_espeak_says_what_the_lexicon_picks():
     pytest.importorskip("espeakng_loader")
     pr = _load("pronunciations")
     espeak = importlib.util.spec_from_file_location(
-        "digits_espeak", os.path.join(REPO, "recipes", "digits", "local", "espeak.py"))
+        "synth_espeak", os.path.join(REPO, "recipes", "utils", "synth", "espeak.py"))
     mod = importlib.util.module_from_spec(espeak)
     espeak.loader.exec_module(mod)
     engine = mod.ESpeak()
     lex = _load("prepare_lang").build_lexicon(["the", "tomato", "is", "red"])
     words = "the tomato is red".split()
     us, _ = pr.choose_pronunciations(words, lex, pr.ipa_to_arpabet(
-        pr.espeak_ipa(engine, "the tomato is red", "en-us")))
+        engine.ipa("the tomato is red", "en-us")))
     gb, _ = pr.choose_pronunciations(words, lex, pr.ipa_to_arpabet(
-        pr.espeak_ipa(engine, "the tomato is red", "en")))
+        engine.ipa("the tomato is red", "en")))
     assert us[1] == ["T", "AH", "M", "EY", "T", "OW"]
     assert gb[1] == ["T", "AH", "M", "AA", "T", "OW"]
+
+
+def test_flite_and_festival_segments_choose_pronunciations(tmp_path):
+    pr = _load("pronunciations")
+    # flite's segments for "the apple": the reduced schwa (ax) picks DH AH
+    assert pr.cmu_phones_to_arpabet("pau dh ax ae p ax l pau".split()) == \
+        "DH AH AE P AH L".split()
+    assert pr.cmu_phones_to_arpabet(["axr", "el", "sil"]) == ["ER", "AH", "L"]
+    pt = _load("phone_transcripts")
+    lex = {"the": [["DH", "AH"], ["DH", "IY"]], "box": [["B", "AA", "K", "S"]]}
+    (tmp_path / "text").write_text("u1 the box\nu2 the box\nu3 the box\n")
+    lines, stats = pt.phone_text(str(tmp_path / "text"), lex, {"u1": "ðiː bˈɑːks"},
+                                 {"u2": "pau dh iy b aa k s pau"})
+    assert lines == ["u1 DH IY B AA K S\n", "u2 DH IY B AA K S\n", "u3 DH AH B AA K S\n"]
+    assert stats["aligned"] == 2
 
 
 def _read_table(path):
@@ -152,12 +167,12 @@ def test_data_lang_and_graph_stages_at_tiny_size(tmp_path):
     root = tmp_path / "recipes"
     shutil.copytree(RECIPE, root / "sentences", ignore=shutil.ignore_patterns("data", "exp"))
     shutil.copytree(os.path.join(REPO, "recipes", "utils"), root / "utils")
-    shutil.copytree(os.path.join(REPO, "recipes", "digits", "local"), root / "digits" / "local")
-    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"])
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"],
+               ASRKIT_CACHE=str(tmp_path / "cache"))
     run = root / "sentences" / "run.sh"
     sizes = ["--train-speakers", "3", "--dev-speakers", "1", "--test-speakers", "2",
              "--utts-per-speaker", "3", "--test-utts-per-speaker", "2", "--lm-sentences", "1500",
-             "--jobs", "1"]
+             "--jobs", "1", "--no-prepare"]
     r = subprocess.run(["bash", str(run), "--stop-stage", "2", *sizes], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -172,11 +187,11 @@ def test_data_lang_and_graph_stages_at_tiny_size(tmp_path):
             errors = [p for p in validate_data_dir(str(rec / d)) if p.severity == "error"]
             assert not errors, f"{d}: {errors}"
         assert len(_read_table(rec / "data/fbank" / part / "feats.scp")) == n
-    # the test voices are unheard in training: disjoint voice variants
-    def variants(part):
+    # the test voices are unheard in training: disjoint talkers
+    def talkers(part):
         lines = (rec / "data" / part / "speakers.txt").read_text().splitlines()
-        return {dict(kv.split("=", 1) for kv in line.split())["variant"] for line in lines}
-    assert not variants("train") & variants("test")
+        return {dict(kv.split("=", 1) for kv in line.split()[1:])["talker"] for line in lines}
+    assert not talkers("train") & talkers("test")
     # every transcript word has a pronunciation; phone targets are tokens
     lexicon = {line.split()[0] for line in (rec / "data/lang/lexicon.txt").read_text().split("\n")
                if line}
@@ -188,8 +203,12 @@ def test_data_lang_and_graph_stages_at_tiny_size(tmp_path):
         assert {w for s in texts[part] for w in s.split()} <= lexicon
         phones = _read_table(rec / "data/fbank" / f"{part}_phones" / "text").values()
         assert {p for s in phones for p in s.split()} <= set(tokens) - {"<blk>"}
-        ipa = _read_table(rec / "data" / part / "text.ipa")
-        assert set(ipa) == set(_read_table(rec / "data" / part / "text"))
+        # what each voice said: IPA (eSpeak NG, Piper) or CMU phones (flite, festival)
+        said = {}
+        for name in ("text.ipa", "text.phones"):
+            if (rec / "data" / part / name).exists():
+                said.update(_read_table(rec / "data" / part / name))
+        assert set(said) == set(_read_table(rec / "data" / part / "text"))
     # LM text: disjoint from every synthesised sentence; the LM covers the vocabulary
     lm_text = set((rec / "data/local/lm_text.txt").read_text().splitlines())
     assert len(lm_text) == 1500

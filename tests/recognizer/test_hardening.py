@@ -14,6 +14,8 @@ from asrkit.recognizer import ModelFolderError
 from tests.fuzz.harness import assert_clean_failure, mutations, run_cli
 from tests.recognizer.tones import make_tone_folder, recording, set_manifest, write_wav
 
+TIMEOUT = 300  # seconds: a hang is caught all the same; a loaded machine needs the margin
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
@@ -35,16 +37,16 @@ def test_transcribe_numbers_are_checked(built, option, value):
     """--max-chunk 0 used to loop for ever; the other options are checked the same way
     (test_recognizer.py::test_bad_options_name_the_option has them all)."""
     _, folder, wav = built
-    res = run_cli(["transcribe", "--model-dir", folder, wav, f"{option}={value}"], timeout=120)
+    res = run_cli(["transcribe", "--model-dir", folder, wav, f"{option}={value}"], timeout=TIMEOUT)
     assert_clean_failure(res, option[2:].replace("-", "_"))
 
 
 def test_align_empty_text_and_missing_folder(built):
     _, folder, wav = built
-    res = run_cli(["align", "--model-dir", folder, wav, "--text", ""], timeout=120)
+    res = run_cli(["align", "--model-dir", folder, wav, "--text", ""], timeout=TIMEOUT)
     assert_clean_failure(res, "empty transcript")
     assert res.returncode == 1 and res.stdout == ""
-    res = run_cli(["align", "--model-dir", "/nope", wav, "--text", "one"], timeout=120)
+    res = run_cli(["align", "--model-dir", "/nope", wav, "--text", "one"], timeout=TIMEOUT)
     assert_clean_failure(res, "/nope: no such folder")
 
 
@@ -69,7 +71,7 @@ def test_manifest_paths_are_confined_to_the_folder(built, tmp_path):
     for argv in (["transcribe", "--model-dir", str(tmp_path / "up"), wav],
                  ["export", "--model-dir", str(tmp_path / "up"), "--onnx",
                   str(tmp_path / "x.onnx")]):
-        assert_clean_failure(run_cli(argv, timeout=120), "manifest.json: model")
+        assert_clean_failure(run_cli(argv, timeout=TIMEOUT), "manifest.json: model")
     assert not (tmp_path / "x.onnx").exists()
 
 
@@ -120,7 +122,7 @@ def test_package_refuses_a_lexicon_outside_the_graph_folder(built, tmp_path):
     model, feats = str(root / "final.mdl"), str(root / "fbank.toml")
     (graph / "graph.json").write_text(json.dumps({**info, "lexicon": str(secret)}))
     res = run_cli(["package", "--model", model, "--features", feats, "--graph", str(graph),
-                   "--out", str(tmp_path / "out")], timeout=120)
+                   "--out", str(tmp_path / "out")], timeout=TIMEOUT)
     assert_clean_failure(res, "graph.json: lexicon")
     assert "outside the graph folder" in res.stderr
     assert not (tmp_path / "out" / "lexicon.txt").exists()
@@ -168,7 +170,7 @@ def test_a_bad_item_among_many_is_counted(built, tmp_path):
     _, folder, wav = built
     short = write_wav(tmp_path / "short.wav", np.zeros(50, np.float32))
     res = run_cli(["transcribe", "--model-dir", folder, wav, short, str(tmp_path / "none.wav"),
-                   "--json"], timeout=120)
+                   "--json"], timeout=TIMEOUT)
     assert_clean_failure(res, "2 of 3 files failed")
     assert "short.wav" in res.stderr and "none.wav: no such file" in res.stderr
     assert [json.loads(line)["text"] for line in res.stdout.splitlines()] == ["one two"]

@@ -101,3 +101,40 @@ def test_shards_partition_utterances(tmp_path):
     shards = [_reader(path, tokens, rank=k, size=3).utts for k in range(3)]
     assert sorted(sum(shards, [])) == sorted(_reader(path, tokens).utts)
     assert all(shards)
+
+
+def test_non_finite_features_and_bad_cmvn_stats_are_named_and_skipped_once(tmp_path):
+    """A NaN or inf in an utterance's features, or stats that do not fit its speaker, never
+    reach a minibatch: the utterance is named, counted once (however many epochs meet it) and
+    left out; the rest of the batch stays."""
+    from asrkit.io import write_table
+
+    path, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=6, speakers=2)
+    feats = read_table_dict(f"scp:{path}/feats.scp")
+    utts = sorted(feats)
+    feats[utts[1]] = feats[utts[1]].copy()
+    feats[utts[1]][4, 2] = np.nan
+    feats[utts[2]] = feats[utts[2]].copy()
+    feats[utts[2]][7:9, 0] = np.inf
+    write_table(f"ark,scp:{path}/feats.ark,{path}/feats.scp", sorted(feats.items()))
+    messages = []
+    r = Reader(ReaderConfig(data_dir=path, tokens=tokens, cmvn="utterance"),
+               log=messages.append)
+    for epoch in range(2):
+        batch = r.load(utts, epoch)
+        assert batch.utt_ids == [utts[0]] + utts[3:]
+        assert np.isfinite(batch.feats).all()
+    assert dict(r.problems) == {
+        utts[1]: "the features hold 1 NaN and 0 inf values (first at frame 4)",
+        utts[2]: "the features hold 0 NaN and 2 inf values (first at frame 7)"}
+    assert sum(utts[1] in m for m in messages) == 1
+    # speaker stats of the wrong dimension: every utterance of that speaker is named
+    cmvn = read_table_dict(f"scp:{path}/cmvn.scp")
+    cmvn["s0"] = np.zeros((2, 4))
+    write_table(f"ark,scp:{path}/cmvn.ark,{path}/cmvn.scp", sorted(cmvn.items()))
+    r = Reader(ReaderConfig(data_dir=path, tokens=tokens), log=lambda m: None)
+    batch = r.load(utts)
+    assert all(u.startswith("s1") for u in batch.utt_ids)
+    reasons = dict(r.problems)
+    assert all(reasons[u].startswith("cannot apply the CMVN stats of speaker 's0'")
+               for u in utts if u.startswith("s0") and u not in (utts[1], utts[2]))

@@ -1,186 +1,245 @@
 #!/usr/bin/env python3
-"""Make the connected-digits corpus: synthetic speech, split into train and test by voice.
+"""Make the connected-digits corpus: real speech (four FSDD speakers) and synthetic speech
+(every installed English TTS voice), with speaker perturbation and channel simulation.
 
-Each speaker is an eSpeak NG voice (one of 8 English accents with one of ~100 voice variants) with
-its own base pitch, pitch range and speaking rate; each utterance is 1-7 digit words ("zero" and
-"oh" both for 0) spoken with per-utterance jitter, then varied as a corpus of real recordings would
-be: speed perturbation, synthetic room reverberation, additive noise (white, pink, brown, babble)
-at 0-30 dB SNR, gain, and silence padding. Where Debian's `flite` is installed its voices are added
-as extra speakers. The voice variants of the test speakers never occur in training, so the test set
-measures generalisation to unheard voices.
+Synthetic (OUT/synth/{train,dev,test}): each speaker is a voice (eSpeak NG, flite, festival,
+Piper: see recipes/utils/synth/voices.py) with its own rate and pitch, spoken digit strings of
+1-7 words ("zero" and "oh" both for 0). Voices are balanced (no engine or voice dominates);
+training speakers are changed (pitch, formants, tempo) and recorded through random channels
+(rooms, microphones, telephone lines, codecs, noise, levels). Whole talkers are held out: the
+test set is spoken by voices never heard in training (--test-talkers, and a fifth of eSpeak
+NG's variants), recorded through channels but with their own voices unchanged. Dev speakers
+use training voices.
 
-Writes Kaldi data directories OUT/train, OUT/dev (held-out speakers with training voice variants,
-for cross-validation during training) and OUT/test (unheard voice variants), each with wav.scp,
-text, utt2spk, spk2utt, utt2dur, and 16 kHz 16-bit wavs under OUT/wav/.
+Real (OUT/fsdd/SPEAKER/{train,dev,test}), for each of jackson, nicolas, yweweler and lucas:
+  test   clean: all 500 isolated takes + --fsdd-test-strings (150) strings joined from them
+  dev    clean: takes 0-4 of each digit (FSDD's own test split) + --fsdd-dev-strings (30)
+  train  augmented: takes 5-49, isolated and joined into --fsdd-train-strings (250) strings, spread
+         over --fsdd-virtual-speakers perturbed voices, each with its own channel
+so a leave-one-speaker-out fold "test on S" trains on the other three's train parts (and the
+synthetic train) and tests on S's test part. FSDD says "zero", never "oh".
+
+The default fold (--test-speaker, default lucas; "none" keeps all four in training) is
+assembled into OUT/{train,dev,test,test_real}: train = synth/train + three speakers' train,
+dev = synth/dev + their dev, test = synth/test (unheard voices), test_real = the held-out
+speaker's clean test part. Other folds: asrkit data combine (see the recipe's README).
+
+Every part is cached (--cache, default $ASRKIT_CACHE/synth or ~/.cache/asrkit/synth) under a
+hash of its utterance specifications and the generator version: a rerun, or another fold,
+reuses it. Rendering runs in --jobs processes. OUT/voices.txt lists the voice inventory.
 
 Usage: make_corpus.py OUT [--train-speakers N] [--dev-speakers N] [--test-speakers N]
-                          [--utts-per-speaker N] [--seed S]
+           [--utts-per-speaker N] [--fsdd DIR] [--test-speaker S|none] [--jobs N] [--seed S]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import zlib
 
 import numpy as np
-import soundfile as sf
 
-from asrkit.features import add_noise, make_noise, resample, reverberate, speed_perturb
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "utils"))
+from synth import augment, corpus, fsdd, voices  # noqa: E402
+from synth.speakers import (  # noqa: E402
+    TEST_TALKERS,
+    seed_of,
+    split_voices,
+    tts_specs,
+    voice_groups,
+)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from espeak import ESpeak  # noqa: E402
-
-SAMPLE_RATE = 16000
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
-ACCENTS = ["en-us", "en", "en-gb-scotland", "en-gb-x-rp", "en-gb-x-gbclan", "en-gb-x-gbcwmd",
-           "en-029", "en-us-nyc"]
-NOISES = ["white", "pink", "brown", "babble"]
 
 
-def digit_string(rng: np.random.Generator) -> list[str]:
-    """1-7 digit words; a zero is said "oh" 40% of the time, "zero" otherwise."""
-    words = []
-    for d in rng.integers(0, 10, size=int(rng.integers(1, 8))):
-        words.append("oh" if d == 0 and rng.random() < 0.4 else DIGITS[d])
-    return words
+def log(message: str) -> None:
+    print(message, flush=True)
 
 
-def split_variants(variants: list[str], test_fraction: float = 0.2) -> tuple[list, list]:
-    """Deterministic split of voice variants into (train, test) by a hash of their names."""
-    test = [v for v in variants if zlib.crc32(v.encode()) % 100 < test_fraction * 100]
-    return [v for v in variants if v not in test], test
+def digit_string(rng: np.random.Generator) -> list[int]:
+    """1-7 digits."""
+    return [int(d) for d in rng.integers(0, 10, size=int(rng.integers(1, 8)))]
 
 
-def make_speakers(rng, variants: list[str], n: int, prefix: str) -> list[dict]:
-    """``n`` speaker descriptions (voice, variant, base pitch/range/rate) with ids PREFIX-NNN."""
-    speakers = []
-    for i in range(n):
-        speakers.append({
-            "id": f"{prefix}{i:03d}", "engine": "espeak",
-            "voice": ACCENTS[int(rng.integers(len(ACCENTS)))],
-            "variant": variants[int(rng.integers(len(variants)))],
-            "pitch": int(rng.integers(20, 80)), "range": int(rng.integers(20, 90)),
-            "rate": int(rng.integers(130, 230)),
-        })
-    return speakers
+def words_of(digits: list[int], rng: np.random.Generator, allow_oh: bool = True) -> list[str]:
+    """Digit words; a zero is said "oh" 40% of the time when ``allow_oh``."""
+    return ["oh" if d == 0 and allow_oh and rng.random() < 0.4 else DIGITS[d] for d in digits]
 
 
-def flite_speakers(prefix: str) -> list[dict]:
-    """Extra speakers from Debian's flite, when installed (each built-in voice is one speaker)."""
-    if shutil.which("flite") is None:
-        return []
-    out = subprocess.run(["flite", "-lv"], capture_output=True, text=True).stdout
-    voices = out.split(":", 1)[-1].split()
-    return [{"id": f"{prefix}{i:03d}", "engine": "flite", "voice": v}
-            for i, v in enumerate(voices)]
+# ----------------------------------------------------------------------------- FSDD
 
-
-def synthesize(engine: ESpeak, spk: dict, words: list[str], rng) -> tuple[np.ndarray, int]:
-    """Speak ``words`` as ``spk`` with per-utterance jitter; returns (float32 samples, rate)."""
-    text = " ".join(words)
-    if spk["engine"] == "flite":
-        with tempfile.NamedTemporaryFile(suffix=".wav") as f:
-            subprocess.run(["flite", "-voice", spk["voice"], "-t", text, "-o", f.name],
-                           check=True, capture_output=True)
-            audio, sr = sf.read(f.name, dtype="float32")
-        return audio * 32768.0, sr
-    audio = engine.synthesize(
-        text, spk["voice"], spk["variant"],
-        rate=int(spk["rate"] * rng.uniform(0.85, 1.15)),
-        pitch=int(np.clip(spk["pitch"] + rng.integers(-8, 9), 0, 100)),
-        pitch_range=int(np.clip(spk["range"] + rng.integers(-10, 11), 0, 100)),
-        wordgap=int(rng.choice([0, 0, 0, 1, 2, 4, 8])))
-    return audio.astype(np.float32), engine.sample_rate
-
-
-def degrade(audio: np.ndarray, sr: int, rng, seed: int) -> np.ndarray:
-    """Resample to 16 kHz and vary it: speed, padding, reverberation, noise, gain (int16 scale)."""
-    audio = resample(audio, sr, SAMPLE_RATE)
-    factor = float(rng.choice([0.9, 1.0, 1.0, 1.1]))
-    if factor != 1.0:
-        audio = speed_perturb(audio, SAMPLE_RATE, factor)
-    pad = [int(SAMPLE_RATE * rng.uniform(0.05, 0.5)) for _ in range(2)]
-    audio = np.concatenate([np.zeros(pad[0], np.float32), audio, np.zeros(pad[1], np.float32)])
-    if rng.random() < 0.35:
-        audio = reverberate(audio, SAMPLE_RATE, rt60=float(rng.uniform(0.15, 0.7)), seed=seed)
-    if rng.random() < 0.7:
-        kind = NOISES[int(rng.integers(len(NOISES)))]
-        noise = make_noise(kind, len(audio), SAMPLE_RATE, seed=seed)
-        audio = add_noise(audio, noise, snr_db=float(rng.uniform(0, 30)), seed=seed)
+def fsdd_specs(speaker: str, part: str, takes: list[fsdd.Take], num_strings: int, seed: int,
+               banks: dict, virtual: int = 1) -> list[dict]:
+    """Isolated takes and joined strings of one FSDD speaker; ``part`` train is augmented and
+    spread over ``virtual`` perturbed speakers, dev and test are clean."""
+    rng = np.random.default_rng(seed_of(seed, speaker, part))
+    by_digit = collections.defaultdict(list)
+    for t in takes:
+        by_digit[t.digit].append(t)
+    rel = {t: os.path.relpath(t.path, os.path.dirname(os.path.dirname(t.path))) for t in takes}
+    if part == "train":
+        voices_ = [(f"fsdd-{speaker}-v{k}", augment.draw_speaker(rng, strength=0.8)
+                    if k else None, augment.draw_channel(rng, banks["rirs"]))
+                   for k in range(virtual)]
     else:
-        audio = audio + rng.normal(0, 2.0, size=len(audio)).astype(np.float32)  # dither floor
-    peak = float(np.abs(audio).max()) or 1.0
-    gain = rng.uniform(0.05, 0.9) * 32767.0 / peak
-    return np.clip(audio * gain, -32768, 32767).astype(np.int16)
+        voices_ = [(f"fsdd-{speaker}", None, None)]
+    items = [([t], f"iso-{t.digit}-{t.take:02d}") for t in takes]
+    for k in range(num_strings):
+        digits = digit_string(rng)
+        items.append(([by_digit[d][int(rng.integers(len(by_digit[d])))] for d in digits],
+                      f"str-{k:04d}"))
+    specs = []
+    for i, (chosen, name) in enumerate(items):
+        spk, speaker_change, channel = voices_[i % len(voices_)]
+        specs.append({"utt": f"{spk}-{name}", "spk": spk,
+                      "words": [DIGITS[t.digit] for t in chosen],
+                      "seed": seed_of(seed, speaker, part, name),
+                      "source": {"kind": "fsdd", "takes": [rel[t] for t in chosen]},
+                      "speaker": speaker_change, "channel": channel})
+    return specs
 
 
-def write_split(out: str, name: str, speakers: list[dict], utts_per_speaker: int, seed: int,
-                engine: ESpeak) -> int:
-    """Synthesise one split into OUT/NAME (Kaldi data dir) and OUT/wav/NAME; returns #utts."""
-    data_dir = os.path.join(out, name)
-    wav_dir = os.path.abspath(os.path.join(out, "wav", name))
-    os.makedirs(data_dir, exist_ok=True)
-    os.makedirs(wav_dir, exist_ok=True)
-    wav_scp, text, utt2spk, utt2dur, spk2utt = [], [], [], [], {}
-    for spk in speakers:
-        spk_seed = seed * 100003 + zlib.crc32(spk["id"].encode())
-        rng = np.random.default_rng(spk_seed)
-        for j in range(utts_per_speaker):
-            utt = f"{spk['id']}-{j:04d}"
-            words = digit_string(rng)
-            audio, sr = synthesize(engine, spk, words, rng)
-            if len(audio) == 0:
-                print(f"warning: {utt}: synthesiser returned no audio; skipped", file=sys.stderr)
-                continue
-            audio = degrade(audio, sr, rng, seed=spk_seed + j)
-            path = os.path.join(wav_dir, f"{utt}.wav")
-            sf.write(path, audio, SAMPLE_RATE, subtype="PCM_16")
-            wav_scp.append(f"{utt} {path}")
-            text.append(f"{utt} {' '.join(words)}")
-            utt2spk.append(f"{utt} {spk['id']}")
-            utt2dur.append(f"{utt} {len(audio) / SAMPLE_RATE:.3f}")
-            spk2utt.setdefault(spk["id"], []).append(utt)
-    for fname, lines in (("wav.scp", wav_scp), ("text", text), ("utt2spk", utt2spk),
-                         ("utt2dur", utt2dur),
-                         ("spk2utt", [f"{s} {' '.join(u)}" for s, u in sorted(spk2utt.items())])):
-        with open(os.path.join(data_dir, fname), "w", encoding="utf-8") as f:
-            f.write("".join(line + "\n" for line in sorted(lines)))
-    with open(os.path.join(data_dir, "speakers.txt"), "w", encoding="utf-8") as f:
-        for spk in speakers:
-            f.write(" ".join(f"{k}={v}" for k, v in spk.items()) + "\n")
-    return len(text)
+# ----------------------------------------------------------------------------- main
+
+def write_inventory(path: str, parts: dict[str, list[dict]], train_voices, test_voices) -> str:
+    """OUT/voices.txt: utterances per engine and voice in each part (FSDD parts summed over
+    the speakers, one row each), and each voice's role; returns the table."""
+    counts = collections.Counter()
+    columns = ["synth/train", "synth/dev", "synth/test", "fsdd/train", "fsdd/dev", "fsdd/test"]
+    for part, specs in parts.items():
+        column = part if part.startswith("synth") else f"fsdd/{part.rsplit('/', 1)[1]}"
+        for s in specs:
+            src = s["source"]
+            if src["kind"] == "tts":
+                engine, name, _ = src["voice"]
+                name = "(variants)" if engine == "espeak" else name
+            else:
+                engine, name = "fsdd", part.split("/")[1]
+            counts[(engine, name, column)] += 1
+    role = collections.defaultdict(set)
+    for side, pool in (("train", train_voices), ("test", test_voices)):
+        for v in pool:
+            role[(v.engine, "(variants)" if v.engine == "espeak" else v.name)].add(side)
+    lines = [f"{'engine':9} {'voice':22} {'role':11}" + "".join(f"{c:>12}" for c in columns)]
+    for e, n in sorted({(e, n) for e, n, _ in counts}):
+        r = "+".join(sorted(role[(e, n)], reverse=True)) or "real"
+        lines.append(f"{e:9} {n:22} {r:11}" + "".join(f"{counts[(e, n, c)]:12d}"
+                                                       for c in columns))
+    lines.append(f"{'total':9} {'':22} {'':11}" + "".join(
+        f"{sum(v for (e, n, c), v in counts.items() if c == col):12d}" for col in columns))
+    text = "\n".join(lines) + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return text
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("out", help="output folder (gets train/, test/ and wav/)")
-    p.add_argument("--train-speakers", type=int, default=160)
-    p.add_argument("--dev-speakers", type=int, default=10)
-    p.add_argument("--test-speakers", type=int, default=40)
+    p.add_argument("out", help="output folder")
+    p.add_argument("--train-speakers", type=int, default=120, help="synthetic training speakers")
+    p.add_argument("--dev-speakers", type=int, default=10, help="synthetic dev speakers")
+    p.add_argument("--test-speakers", type=int, default=30,
+                   help="synthetic test speakers (unheard voices)")
     p.add_argument("--utts-per-speaker", type=int, default=20)
+    p.add_argument("--test-talkers", default=",".join(TEST_TALKERS),
+                   help="talkers (voices of flite/festival/Piper) held out for the test set")
+    p.add_argument("--fsdd", default=None, metavar="DIR",
+                   help="a local FSDD copy (default: $ASRKIT_CORPORA/fsdd-4spk, the shared "
+                        "corpora folder, else download)")
+    p.add_argument("--no-download", action="store_true", help="never download FSDD")
+    p.add_argument("--fsdd-speakers", default=",".join(fsdd.SPEAKERS))
+    p.add_argument("--fsdd-takes", type=int, default=50,
+                   help="use takes 0..N-1 of each digit (FSDD has 50); the first tenth is "
+                        "dev, the rest train (for a test speaker: all of them)")
+    p.add_argument("--fsdd-train-strings", type=int, default=None,
+                   help="joined strings per speaker in train (default 5 x --fsdd-takes)")
+    p.add_argument("--fsdd-dev-strings", type=int, default=None,
+                   help="... in dev (default 0.6 x --fsdd-takes)")
+    p.add_argument("--fsdd-test-strings", type=int, default=None,
+                   help="... in test (default 3 x --fsdd-takes)")
+    p.add_argument("--fsdd-virtual-speakers", type=int, default=6)
+    p.add_argument("--test-speaker", default="lucas",
+                   help="FSDD speaker held out in the default fold, or 'none'")
+    p.add_argument("--jobs", type=int, default=2, help="rendering processes")
+    p.add_argument("--cache", default=None, help="cache folder (default $ASRKIT_CACHE/synth or "
+                                                 "~/.cache/asrkit/synth)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
-    engine = ESpeak()
-    train_variants, test_variants = split_variants(engine.variants())
-    rng = np.random.default_rng(args.seed)
-    train = make_speakers(rng, train_variants, args.train_speakers, "tr")
-    test = make_speakers(rng, test_variants, args.test_speakers, "te")
-    dev = make_speakers(rng, train_variants, args.dev_speakers, "dv")
-    extra = flite_speakers("fl")
-    # flite voices: the first half train, the rest test (different voices in each)
-    train += extra[: len(extra) // 2]
-    test += extra[len(extra) // 2:]
-    n_train = write_split(args.out, "train", train, args.utts_per_speaker, args.seed, engine)
-    n_test = write_split(args.out, "test", test, args.utts_per_speaker, args.seed + 1, engine)
-    n_dev = write_split(args.out, "dev", dev, args.utts_per_speaker, args.seed + 2, engine)
-    print(f"made {n_train} training, {n_dev} dev and {n_test} test utterances "
-          f"({len(train)} / {len(dev)} / {len(test)} speakers, flite voices: {len(extra)}) "
-          f"in {args.out}")
+    for opt in ("train_speakers", "dev_speakers", "test_speakers", "utts_per_speaker", "jobs",
+                "fsdd_virtual_speakers", "fsdd_takes"):
+        if getattr(args, opt) < 1:
+            p.error(f"--{opt.replace('_', '-')} must be at least 1")
+    speakers = [s for s in args.fsdd_speakers.split(",") if s]
+    bad = [s for s in speakers if s not in fsdd.SPEAKERS]
+    if bad:
+        p.error(f"--fsdd-speakers: {', '.join(bad)} not used (only {', '.join(fsdd.SPEAKERS)})")
+    if args.test_speaker != "none" and args.test_speaker not in speakers:
+        p.error(f"--test-speaker {args.test_speaker}: not among --fsdd-speakers")
+    if args.fsdd_takes > 50:
+        p.error("--fsdd-takes: FSDD has 50 takes of each digit")
+    for opt, per_take in (("train", 5.0), ("dev", 0.6), ("test", 3.0)):
+        if getattr(args, f"fsdd_{opt}_strings") is None:
+            setattr(args, f"fsdd_{opt}_strings", int(round(per_take * args.fsdd_takes)))
+    cache = args.cache or corpus.default_cache_dir()
+    os.makedirs(cache, exist_ok=True)
+
+    inventory = voices.inventory(log)
+    train_voices, test_voices = split_voices(inventory, set(args.test_talkers.split(",")))
+    if not train_voices or not test_voices:
+        log("error: no voices for training or for the test (install eSpeak NG: pip install "
+            "espeakng-loader; see recipes/utils/prepare_recipe.sh)")
+        return 1
+    log(f"voices: {len(train_voices)} for training, {len(test_voices)} held out "
+        f"({', '.join(sorted({v.id for v in test_voices if v.engine != 'espeak'}))} and "
+        f"{sum(v.engine == 'espeak' for v in test_voices)} eSpeak NG voices)")
+    try:
+        root, source = fsdd.locate(args.fsdd, download=not args.no_download, log=log)
+    except fsdd.FsddError as e:
+        log(f"error: {e}")
+        return 1
+    log(f"fsdd: reading {source}")
+    banks = corpus.make_banks(cache, train_voices, args.seed, log=log)
+
+    train_groups = voice_groups(train_voices, espeak_groups=3)
+    test_groups = voice_groups(test_voices, espeak_groups=1)
+    parts: dict[str, list[dict]] = {}
+    info: dict[str, list[str]] = {}
+    def digits(rng, i, j):
+        return words_of(digit_string(rng), rng)
+
+    for part, prefix, groups, n, seed, perturb in (
+            ("train", "tr", train_groups, args.train_speakers, args.seed, True),
+            ("dev", "dv", train_groups, args.dev_speakers, args.seed + 2, True),
+            ("test", "te", test_groups, args.test_speakers, args.seed + 1, False)):
+        parts[f"synth/{part}"], info[f"synth/{part}"] = tts_specs(
+            prefix, groups, n, args.utts_per_speaker, seed, banks, perturb, digits)
+    all_takes = [t for t in fsdd.takes(root, speakers) if t.take < args.fsdd_takes]
+    dev_takes = max(1, args.fsdd_takes // 10)  # 5 of 50: FSDD's own test split, takes 0-4
+    for spk in speakers:
+        mine = [t for t in all_takes if t.speaker == spk]
+        held = [t for t in mine if t.take < dev_takes]
+        rest = [t for t in mine if t.take >= dev_takes]
+        parts[f"fsdd/{spk}/test"] = fsdd_specs(spk, "test", mine, args.fsdd_test_strings,
+                                               args.seed, banks)
+        parts[f"fsdd/{spk}/dev"] = fsdd_specs(spk, "dev", held, args.fsdd_dev_strings,
+                                              args.seed, banks)
+        parts[f"fsdd/{spk}/train"] = fsdd_specs(spk, "train", rest, args.fsdd_train_strings,
+                                                args.seed, banks, args.fsdd_virtual_speakers)
+    with corpus.Renderer(cache, banks, jobs=args.jobs, fsdd_root=root, log=log) as renderer:
+        for name, specs in parts.items():
+            folder = renderer.part(name.replace("/", "_"), specs)
+            extra = {"speakers.txt": info[name]} if name in info else None
+            corpus.copy_part(folder, os.path.join(args.out, name), extra)
+    table = write_inventory(os.path.join(args.out, "voices.txt"), parts, train_voices,
+                            test_voices)
+    log("voice inventory (utterances per part), also in " + os.path.join(args.out, "voices.txt"))
+    log(table.rstrip())
+    with open(os.path.join(args.out, "fold.txt"), "w", encoding="utf-8") as f:
+        f.write(f"test_speaker {args.test_speaker}\nspeakers {' '.join(speakers)}\n"
+                f"fsdd_source {source}\n")
     return 0
 
 

@@ -1,11 +1,13 @@
-"""Which CMUdict pronunciation did the synthesiser say? eSpeak NG's IPA, mapped to ARPAbet.
+"""Which CMUdict pronunciation did the synthesiser say? Its phonemes, mapped to ARPAbet.
 
-eSpeak NG can write the phonemes it speaks (``espeak_TextToPhonemes``, IPA output) in the voice's
+eSpeak NG (and Piper, whose front end it is) can write the phonemes it speaks
+(``espeak_TextToPhonemes``, IPA output; ``ESpeak.ipa`` in recipes/utils/synth) in the voice's
 accent: "the" before a consonant is ``ðə`` (DH AH), "tomato" in en-us ``təmˈeɪɾoʊ`` (T AH M EY T
 OW) but in en-gb ``təmˈɑːtəʊ`` (T AH M AA T OW). The data stage records this IPA per utterance
 (``text.ipa``); the lang stage then picks, for each word of a transcript, the lexicon
 pronunciation whose phones best match it, so the CTC targets follow what was said rather than
-always CMUdict's first entry.
+always CMUdict's first entry. flite and festival give their segments in CMU's own phone set
+(``text.phones``; ``cmu_phones_to_arpabet``), used the same way.
 
 The IPA is mapped to ARPAbet with a many-to-one table (British vowels to their nearest American
 phone; an unknown symbol is dropped). eSpeak joins some words (``ʌvðə`` for "of the"), so the
@@ -15,8 +17,6 @@ order breaking ties).
 """
 
 from __future__ import annotations
-
-import ctypes
 
 import numpy as np
 
@@ -54,23 +54,18 @@ def ipa_to_arpabet(ipa: str) -> list[str]:
     return out
 
 
-def espeak_ipa(engine, text: str, voice: str) -> str:
-    """IPA that eSpeak NG speaks for ``text`` in ``voice`` (an accent such as 'en-us'); clauses
-    joined by spaces. ``engine`` is the recipes' ``ESpeak`` (its ``lib`` handle is used)."""
-    fn = engine.lib.espeak_TextToPhonemes
-    fn.restype = ctypes.c_char_p
-    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int]
-    if engine.lib.espeak_SetVoiceByName(voice.encode()) != 0:
-        raise ValueError(f"eSpeak NG has no voice {voice!r}")
-    buf = ctypes.create_string_buffer(text.encode("utf-8"))
-    ptr = ctypes.c_void_p(ctypes.addressof(buf))
-    parts = []
-    ipa_mode = 0x02 | 0x10  # bits 4-7 = 1: IPA; 2: zero-width joiners inside multi-letter names
-    while ptr.value:
-        out = fn(ctypes.byref(ptr), 1, ipa_mode)  # 1: UTF-8 text
-        if out:
-            parts.append(out.decode("utf-8"))
-    return " ".join(parts).replace("\u200d", "")
+# flite's and festival's US phone set (CMU's, lower case) -> ARPAbet; pauses dropped
+CMU_EXTRA = {"ax": ["AH"], "axr": ["ER"], "el": ["AH", "L"], "em": ["AH", "M"],
+             "en": ["AH", "N"], "dx": ["T"], "pau": [], "sil": [], "h#": [], "brth": []}
+
+
+def cmu_phones_to_arpabet(phones: list[str]) -> list[str]:
+    """ARPAbet phones of the segments flite or festival spoke (``['pau', 'th', 'r', 'iy',
+    ...]``): upper-cased, schwa ``ax`` as AH, ``axr`` as ER, pauses dropped."""
+    out: list[str] = []
+    for ph in phones:
+        out.extend(CMU_EXTRA.get(ph, [ph.upper()]))
+    return out
 
 
 def _row_step(prev: np.ndarray, phone: str, ref: list[str]) -> np.ndarray:

@@ -1,7 +1,7 @@
 """eSpeak NG through ctypes, from the `espeakng-loader` wheel (library and voice data from pip).
 
 Only what the data stage needs: pick a voice (language + variant), set rate/pitch/range/word gap,
-and synthesise text to int16 samples at the engine's rate (22050 Hz).
+and synthesise text to int16 samples at the engine's rate (22050 Hz); the IPA it speaks.
 """
 
 from __future__ import annotations
@@ -66,3 +66,21 @@ class ESpeak:
         if not self._chunks:
             return np.zeros(0, np.int16)
         return np.concatenate(self._chunks)
+
+    def ipa(self, text: str, voice: str = "en-us") -> str:
+        """IPA that eSpeak NG speaks for ``text`` in ``voice`` (an accent such as 'en-us');
+        clauses joined by spaces."""
+        fn = self.lib.espeak_TextToPhonemes
+        fn.restype = ctypes.c_char_p
+        fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int]
+        if self.lib.espeak_SetVoiceByName(voice.encode()) != 0:
+            raise ValueError(f"eSpeak NG has no voice {voice!r}")
+        buf = ctypes.create_string_buffer(text.encode("utf-8"))
+        ptr = ctypes.c_void_p(ctypes.addressof(buf))
+        parts = []
+        ipa_mode = 0x02 | 0x10  # bits 4-7 = 1: IPA; 2: zero-width joiners inside multi-letter names
+        while ptr.value:
+            out = fn(ctypes.byref(ptr), 1, ipa_mode)  # 1: UTF-8 text
+            if out:
+                parts.append(out.decode("utf-8"))
+        return " ".join(parts).replace("\u200d", "")

@@ -1,0 +1,256 @@
+"""The recipes' shared synthesis (recipes/utils/synth) and the digits data stage: FSDD download
+(resumed, verified, extracted atomically; only four speakers), connected strings from takes,
+cached rendering, and the data stage's leave-one-speaker-out data directories."""
+
+import hashlib
+import http.server
+import io
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+
+import numpy as np
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "recipes", "utils"))
+from synth import corpus, fsdd  # noqa: E402
+
+SHARED_FSDD = os.path.join(REPO, "..", "shared", "corpora", "fsdd-4spk")
+BIN = os.path.dirname(sys.executable)
+
+
+# ----------------------------------------------------------------------------- download
+
+class RangeHandler(http.server.BaseHTTPRequestHandler):
+    """Serves one blob at /archive.zip; honours Range unless told not to; logs requests."""
+
+    blob = b""
+    honour_range = True
+    seen: list = []
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        rng = self.headers.get("Range")
+        type(self).seen.append(rng)
+        if self.path != "/archive.zip":
+            self.send_error(404)
+            return
+        body, status = self.blob, 200
+        if rng and self.honour_range:
+            start = int(rng.split("=")[1].split("-")[0])
+            if start >= len(self.blob):
+                self.send_error(416)
+                return
+            body, status = self.blob[start:], 206
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    handler = type("Handler", (RangeHandler,), {"seen": []})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield handler, f"http://127.0.0.1:{httpd.server_address[1]}/archive.zip"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def fake_archive(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(f"free-spoken-digit-dataset-{fsdd.COMMIT}/README.md", "FSDD")
+        for rel, data in files.items():
+            z.writestr(f"free-spoken-digit-dataset-{fsdd.COMMIT}/{rel}", data)
+    return buf.getvalue()
+
+
+def test_download_resumes_verifies_and_keeps_four_speakers(tmp_path, server):
+    handler, url = server
+    ours = {f"recordings/{d}_{s}_0.wav": os.urandom(5000) for d in (1, 2)
+            for s in ("jackson", "lucas")}
+    handler.blob = fake_archive({**ours, "recordings/1_theo_0.wav": b"theo", "recordings/"
+                                 "1_george_0.wav": b"george"})
+    manifest = {rel: hashlib.sha256(data).hexdigest() for rel, data in ours.items()}
+    target = tmp_path / "corpora" / fsdd.FOLDER
+    archive = tmp_path / "corpora" / f"fsdd-{fsdd.COMMIT[:12]}.zip"
+    archive.parent.mkdir()
+    # an interrupted download left the first bytes: the rest is asked for with Range
+    (archive.parent / (archive.name + ".part")).write_bytes(handler.blob[:1000])
+    logs = []
+    fsdd.fetch(str(target), url=url, manifest=manifest, log=logs.append)
+    assert handler.seen == ["bytes=1000-"]
+    for rel, data in ours.items():
+        assert (target / rel).read_bytes() == data
+    assert sorted(os.listdir(target / "recordings")) == sorted(os.path.basename(r) for r in ours)
+    assert not archive.exists() and not list(archive.parent.glob(".*"))
+    assert fsdd.verify(str(target), manifest) == []
+    assert any("verified" in line for line in logs)
+
+
+def test_server_without_ranges_restarts_and_bad_bytes_are_refused(tmp_path, server):
+    handler, url = server
+    handler.honour_range = False
+    ours = {"recordings/3_nicolas_7.wav": b"x" * 3000}
+    handler.blob = fake_archive(ours)
+    dest = tmp_path / "a.zip"
+    (tmp_path / "a.zip.part").write_bytes(b"garbage that is not the start of the archive")
+    fsdd.download_file(url, str(dest), log=lambda m: None)
+    assert handler.seen == ["bytes=44-"] and dest.read_bytes() == handler.blob
+    # a file whose hash is not the manifest's: nothing is put in place
+    target = tmp_path / "fsdd-4spk"
+    with pytest.raises(fsdd.FsddError, match="3_nicolas_7.wav: sha256 differs"):
+        fsdd.extract(str(dest), str(target), {"recordings/3_nicolas_7.wav": "0" * 64})
+    assert not target.exists() and os.listdir(tmp_path) == ["a.zip"]
+    with pytest.raises(fsdd.FsddError, match="lacks 1 of the 2 files"):
+        fsdd.extract(str(dest), str(target), {"recordings/3_nicolas_7.wav":
+                                              hashlib.sha256(b"x" * 3000).hexdigest(),
+                                              "recordings/0_lucas_0.wav": "0" * 64})
+    with pytest.raises(fsdd.FsddError, match="HTTP 404"):
+        fsdd.download_file(url.replace("archive", "missing"), str(tmp_path / "b.zip"))
+
+
+def test_manifest_and_speakers():
+    manifest = fsdd.read_manifest()
+    assert len(manifest) == 2000
+    speakers = {rel.split("_")[1] for rel in manifest}
+    assert speakers == set(fsdd.SPEAKERS) == {"jackson", "nicolas", "yweweler", "lucas"}
+    with pytest.raises(fsdd.FsddError, match="theo"):
+        fsdd.takes(SHARED_FSDD, ["jackson", "theo"])
+    assert len(fsdd.COMMIT) == 40 and fsdd.COMMIT in fsdd.ARCHIVE_URL
+
+
+@pytest.mark.skipif(not os.path.isdir(SHARED_FSDD), reason="no shared FSDD copy")
+def test_locate_prefers_explicit_then_environment(tmp_path, monkeypatch):
+    with pytest.raises(fsdd.FsddError, match="not a complete FSDD copy"):
+        fsdd.locate(str(tmp_path))
+    monkeypatch.setenv("ASRKIT_CORPORA", os.path.dirname(SHARED_FSDD))
+    root, where = fsdd.locate(download=False)
+    assert os.path.samefile(root, SHARED_FSDD) and where.startswith("$ASRKIT_CORPORA")
+    monkeypatch.delenv("ASRKIT_CORPORA")
+    root, where = fsdd.locate(download=False)
+    assert os.path.samefile(root, SHARED_FSDD) and "shared corpora" in where
+    takes = fsdd.takes(root)
+    assert len(takes) == 2000 and {t.digit for t in takes} == set(range(10))
+
+
+# ----------------------------------------------------------------------------- strings
+
+def test_fsdd_string_joins_takes_over_a_noise_floor():
+    rng = np.random.default_rng(0)
+    sr = corpus.SAMPLE_RATE
+    # takes as FSDD cuts them: 30 ms of room noise (RMS 20) either side of the speech
+    speech = np.zeros(4000, np.float32)
+    speech[480:-480] = 3000 * np.sin(np.arange(3040) * 0.2)
+    takes = [speech + rng.normal(0, 20, 4000).astype(np.float32) for _ in range(4)]
+    x = corpus.fsdd_string(takes, np.random.default_rng(5))
+    np.testing.assert_array_equal(x, corpus.fsdd_string(takes, np.random.default_rng(5)))
+    # 0.1-0.6 s before and after, 0-1 s between: between 4 takes + 0.2 s and 4 takes + 4.2 s
+    assert 16000 + 0.2 * sr <= len(x) <= 16000 + 4.2 * sr
+    frames = np.sqrt(np.mean(x[:len(x) // 160 * 160].reshape(-1, 160).astype(np.float64) ** 2,
+                             axis=1))
+    loud = frames > 500
+    assert np.sum(loud[1:] & ~loud[:-1]) + loud[0] == 4  # four takes, apart
+    # the gaps carry noise at about the takes' own floor (their quietest frame, ~20 RMS)
+    assert 5 < np.median(frames[~loud]) < 40 and np.percentile(frames[~loud], 90) < 60
+    assert corpus.fsdd_string(takes[:1], rng) is takes[0]
+
+
+# ----------------------------------------------------------------------------- data stage
+
+def _table(path):
+    with open(path, encoding="utf-8") as f:
+        return dict((line.rstrip("\n").split(" ", 1) + [""])[:2] for line in f)
+
+
+@pytest.mark.recipe
+@pytest.mark.skipif(not os.path.isdir(SHARED_FSDD), reason="no shared FSDD copy")
+def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):
+    pytest.importorskip("espeakng_loader")
+    sf = pytest.importorskip("soundfile")
+    root = tmp_path / "recipes"
+    shutil.copytree(os.path.join(REPO, "recipes", "digits"), root / "digits",
+                    ignore=shutil.ignore_patterns("data", "exp"))
+    shutil.copytree(os.path.join(REPO, "recipes", "utils"), root / "utils")
+    # a full-archive copy: the six speakers, theo and george among them
+    full = tmp_path / "fsdd-full"
+    (full / "recordings").mkdir(parents=True)
+    for name in os.listdir(os.path.join(SHARED_FSDD, "recordings")):
+        os.symlink(os.path.join(SHARED_FSDD, "recordings", name), full / "recordings" / name)
+    for extra in ("theo", "george"):
+        shutil.copyfile(os.path.join(SHARED_FSDD, "recordings", "3_lucas_0.wav"),
+                        full / "recordings" / f"3_{extra}_0.wav")
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"],
+               ASRKIT_CACHE=str(tmp_path / "cache"))
+    cmd = ["bash", str(root / "digits" / "run.sh"), "--stop-stage", "0", "--no-prepare",
+           "--train-speakers", "4", "--dev-speakers", "1", "--test-speakers", "2",
+           "--utts-per-speaker", "3", "--fsdd-takes", "2", "--fsdd", str(full),
+           "--test-speaker", "nicolas"]
+    t0 = time.time()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    first = time.time() - t0
+    assert r.returncode == 0, r.stdout + r.stderr
+    data = root / "digits" / "data"
+    log = (root / "digits" / "exp" / "log" / "stage0.log").read_text()
+    assert f"fsdd: reading --fsdd {full}" in log
+    from asrkit.io import validate_data_dir
+
+    speakers = ("jackson", "nicolas", "yweweler", "lucas")
+    dirs = ["train", "dev", "test", "test_real", "synth/train", "synth/dev", "synth/test"] + \
+        [f"fsdd/{s}/{p}" for s in speakers for p in ("train", "dev", "test")]
+    for d in dirs:
+        assert [p for p in validate_data_dir(str(data / d)) if p.severity == "error"] == [], d
+    # per speaker: 2 takes x 10 digits; take 0 is dev, take 1 train, both in test
+    for s in speakers:
+        test = _table(data / f"fsdd/{s}/test/text")
+        assert sum(u.startswith(f"fsdd-{s}-iso-") for u in test) == 20
+        assert len(test) == 20 + 6  # + 3 x 2 joined strings
+        assert sum("-iso-" in u for u in _table(data / f"fsdd/{s}/train/text")) == 10
+        assert {u.rsplit("-", 1)[1] for u in _table(data / f"fsdd/{s}/dev/text")
+                if "-iso-" in u} == {"00"}
+    # the fold: nicolas only in test_real, the others in train; theo and george nowhere
+    train_spk = set(_table(data / "train/utt2spk").values())
+    assert not any("nicolas" in s for s in train_spk)
+    assert {s.split("-")[1] for s in train_spk if s.startswith("fsdd-")} == \
+        {"jackson", "yweweler", "lucas"}
+    assert set(_table(data / "test_real/utt2spk").values()) == {"fsdd-nicolas"}
+    everything = "".join(p.read_text() for p in data.rglob("wav.scp"))
+    assert "theo" not in everything and "george" not in everything
+    # FSDD says "zero"; the synthetic voices say "oh" too; transcripts are digit words
+    digits = {"zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight",
+              "nine"}
+    fsdd_words = {w for s in speakers for t in _table(data / f"fsdd/{s}/test/text").values()
+                  for w in t.split()}
+    assert "oh" not in fsdd_words and fsdd_words <= digits
+    synth_words = [w for t in _table(data / "synth/train/text").values() for w in t.split()]
+    assert set(synth_words) <= digits and 1 <= len(synth_words) / 12 <= 7
+    # test voices are unheard: no talker in both
+    def talkers(part):
+        lines = (data / part / "speakers.txt").read_text().splitlines()
+        return {dict(kv.split("=", 1) for kv in line.split()[1:])["talker"] for line in lines}
+    assert not talkers("synth/train") & talkers("synth/test")
+    # 16 kHz 16-bit audio whose durations utt2dur states
+    wavs = _table(data / "train/wav.scp")
+    durs = _table(data / "train/utt2dur")
+    for utt in list(wavs)[:20]:
+        info = sf.info(wavs[utt])
+        assert info.samplerate == 16000 and info.subtype == "PCM_16"
+        assert abs(info.frames / 16000 - float(durs[utt])) < 2e-3
+    assert "engine" in (data / "voices.txt").read_text()
+    # a second run renders nothing: every part comes from the cache
+    t0 = time.time()
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = (root / "digits" / "exp" / "log" / "stage0.log").read_text()
+    assert log.count("from the cache") == 3 + 3 * 4 and "made" not in log.split("voice inv")[0]
+    assert time.time() - t0 < first
