@@ -54,6 +54,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--pipe-timeout", type=float, default=None, metavar="S",
                         help="seconds a 'cmd |' in a table may run (default: "
                              "$ASRKIT_PIPE_TIMEOUT, else 300)")
+    parser.add_argument("--tune-wip", default=None, metavar="LO:HI:STEP",
+                        help="pick the word insertion penalty with the lowest WER on DATA_DIR's "
+                             "text by rescoring the n-best lists of one search at the range's "
+                             "midpoint (writes best_wip and tune_wip.json; hyp.txt, wer.txt and "
+                             "score.json hold the best value's results)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -148,6 +153,19 @@ def run(args) -> int:
     from asrkit.utils import progress
 
     _check_options(args)
+    tune = None
+    if args.tune_wip is not None:
+        from asrkit.decoders.tuning import penalty_values
+
+        try:
+            tune = penalty_values(args.tune_wip)
+        except ValueError as e:
+            raise CommandError(f"--tune-wip: {e}") from None
+        if not args.data_dir or not os.path.exists(os.path.join(args.data_dir, "text")):
+            raise CommandError("--tune-wip needs a DATA_DIR with a text file to score against")
+        # one search at the middle of the range; its n-best lists are rescored for each value
+        args.word_insertion_penalty = tune[len(tune) // 2]
+        args.nbest = max(args.nbest, 20)
     if args.pipe_timeout is not None:
         set_pipe_timeout(args.pipe_timeout)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
@@ -176,7 +194,7 @@ def run(args) -> int:
                              frame_shift=frame_shift or 0.01)
     except (DataDirError, TableError, PipeError, ValueError) as e:
         raise CommandError(str(e)) from e
-    hyps, ctm, nbest_lines, failed = {}, [], [], {}
+    hyps, ctm, nbest_lines, failed, nbests = {}, [], [], {}, {}
     frames = 0
     unreadable = None  # why the input could not be read to its end
     t0 = time.perf_counter()
@@ -215,6 +233,9 @@ def run(args) -> int:
         nbest_lines += [f"{utt}-{i + 1} {ac:.4f} {g:.4f} {' '.join(words)}".rstrip()
                         for i, ((words, _), (ac, g)) in
                         enumerate(zip(res.nbest, res.nbest_costs))]
+        if tune is not None:
+            nbests[utt] = [(words, ac, g) for (words, _), (ac, g) in
+                           zip(res.nbest, res.nbest_costs)]
     elapsed = time.perf_counter() - t0
     if unreadable is not None:
         print(f"asrkit decode: error: {unreadable}; decoding stopped there", file=sys.stderr)
@@ -238,6 +259,18 @@ def run(args) -> int:
         except (OSError, ValueError) as e:
             raise CommandError(f"{text_path}: {e}") from e
         ref = {u: r for u, r in ref.items() if u in hyps or u in failed}
+        if tune is not None:
+            from asrkit.decoders.tuning import tune_penalty
+
+            tuned = tune_penalty(nbests, ref, tune, args.word_insertion_penalty)
+            hyps.update(tuned.hyps)
+            outputs["hyp.txt"] = "".join(f"{u} {h}".rstrip() + "\n"
+                                         for u, h in sorted(hyps.items()))
+            outputs["best_wip"] = f"{tuned.best:g}\n"
+            outputs["tune_wip.json"] = json.dumps(
+                {"searched_at": args.word_insertion_penalty, "best": tuned.best,
+                 "wer": {f"{v:g}": round(w, 4) for v, w in tuned.curve}}, indent=2) + "\n"
+            summary["best_wip"] = tuned.best
         rep = score_texts(ref, hyps)
         outputs["wer.txt"] = rep.report() + "\n"
         outputs["score.json"] = json.dumps(rep.as_dict(), indent=2) + "\n"
@@ -252,5 +285,7 @@ def run(args) -> int:
     else:
         print(f"decoded {summary['decoded']} utterances ({summary['failed']} failed) in "
               f"{elapsed:.1f} s, RTF {summary['rtf']}" +
-              (f"; {summary['wer_line']}" if "wer_line" in summary else ""))
+              (f"; {summary['wer_line']}" if "wer_line" in summary else "") +
+              (f" (word insertion penalty {summary['best_wip']:g}, the best on this set)"
+               if "best_wip" in summary else ""))
     return 0 if unreadable is None else 1

@@ -94,3 +94,64 @@ def _check_nbest_split(path, graph_dir, utts, arpa, with_lm):
             if with_lm:  # no pronunciation probabilities: the graph cost is G's, -ln P(words)
                 assert h.lm_cost == pytest.approx(-math.log(10) * lm.score(" ".join(h.words)),
                                                   abs=1e-3)
+
+
+def test_tune_wip_rescoring_equals_decoding_at_each_penalty(tmp_path, rng):
+    (tmp_path / "tokens.txt").write_text("".join(f"{t} {i}\n" for i, t in enumerate(TOKENS)))
+    (tmp_path / "lexicon.txt").write_text("one one\ntwo two\nthree three\n")
+    r = _asrkit("graph", "build", "--tokens", str(tmp_path / "tokens.txt"), "--lexicon",
+                str(tmp_path / "lexicon.txt"), "--word-loop", "--out", str(tmp_path / "g"))
+    assert r.returncode == 0, r.stderr
+    data = tmp_path / "data"
+    data.mkdir()
+    refs = {}
+    with TableWriter(f"ark:{tmp_path / 'logp.ark'}") as w:
+        for i in range(30):
+            words = [str(x) for x in rng.choice(TOKENS[1:], size=int(rng.integers(1, 5)))]
+            logp = _peaked(words, rng)
+            # blips of other words, weak enough that the penalty decides whether they count
+            for t in rng.choice(len(logp), size=3, replace=False):
+                p = np.full(len(TOKENS), 0.05)
+                p[int(rng.integers(1, len(TOKENS)))] = 0.45 + 0.2 * rng.random()
+                p[0] = 1.0 - p.sum() + p[0]
+                logp[t] = np.log(p / p.sum())
+            w.write(f"u{i:02d}", logp.astype(np.float32))
+            refs[f"u{i:02d}"] = " ".join(words)
+    (data / "text").write_text("".join(f"{u} {t}\n" for u, t in refs.items()))
+    out = tmp_path / "tuned"
+    r = _asrkit("decode", "--graph", str(tmp_path / "g"), "--logprobs",
+                f"ark:{tmp_path / 'logp.ark'}", str(data), "--out", str(out),
+                "--tune-wip=-2:2:1", "--json")
+    assert r.returncode == 0, r.stderr
+    tuning = json.loads((out / "tune_wip.json").read_text())
+    assert tuning["searched_at"] == 0.0 and list(tuning["wer"]) == ["-2", "-1", "0", "1", "2"]
+    best = float((out / "best_wip").read_text())
+    assert tuning["wer"][f"{best:g}"] == min(tuning["wer"].values())
+    assert len(set(tuning["wer"].values())) > 1  # the penalty matters on this set
+    for v in (-1, 0, 1):   # near the searched value the n-best holds the same best paths
+        d = tmp_path / f"direct{v}"
+        r = _asrkit("decode", "--graph", str(tmp_path / "g"), "--logprobs",
+                    f"ark:{tmp_path / 'logp.ark'}", str(data), "--out", str(d), "--json",
+                    f"--word-insertion-penalty={v}")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["wer"] == round(tuning["wer"][f"{v:g}"], 3)
+    direct = (tmp_path / f"direct{int(best)}" / "hyp.txt")
+    if direct.exists():
+        assert (out / "hyp.txt").read_text() == direct.read_text()
+    r = _asrkit("decode", "--graph", str(tmp_path / "g"), "--logprobs",
+                f"ark:{tmp_path / 'logp.ark'}", "--out", str(tmp_path / "x"), "--tune-wip=1:0:1")
+    assert r.returncode == 2 and "--tune-wip" in r.stderr
+
+
+def test_penalty_values_and_pick():
+    import pytest
+
+    from asrkit.decoders.tuning import penalty_values, pick
+
+    assert penalty_values("-1:1:0.5") == [-1.0, -0.5, 0.0, 0.5, 1.0]
+    assert penalty_values("0:0:1") == [0.0]
+    for bad in ("1:0:1", "0:1:0", "a:b:c", "0:1", "0:nan:1", "0:1e9:1e-3"):
+        with pytest.raises(ValueError):
+            penalty_values(bad)
+    nb = [(["one"], 5.0, 1.0), (["one", "two"], 4.0, 1.5)]
+    assert pick(nb, 0.0) == ["one", "two"] and pick(nb, 1.0) == ["one"]
