@@ -1,8 +1,8 @@
 """The import layering of DESIGN.md, checked on the source.
 
 kernels <- graph/ops <- layers, losses, learners <- distributed, config, export <- recognizer
-(using a model) <- cli, bench. features and io need no graph; lm needs nothing above kernels; decoders may use lm and kernels
-(and features/io), never the graph. utils sits below everything.
+(using a model) <- cli, bench. features and io need no graph; lm needs nothing above kernels;
+decoders may use lm and kernels (and features/io), never the graph. utils sits below everything.
 """
 
 import ast

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asrkit.recognizer.options import MIN_CHUNK_S, RecognizerError
+from asrkit.recognizer.options import chunk_seconds
 
 
 def quiet_cuts(wave: np.ndarray, sample_rate: int, max_chunk_s: float) -> list[tuple[int, int]]:
@@ -22,9 +22,7 @@ def quiet_cuts(wave: np.ndarray, sample_rate: int, max_chunk_s: float) -> list[t
     ``MIN_CHUNK_S`` (anything shorter would cut inside every word; zero would never advance):
     RecognizerError otherwise.
     """
-    if not (np.isfinite(max_chunk_s) and max_chunk_s >= MIN_CHUNK_S):
-        raise RecognizerError(f"max_chunk: must be a finite number of seconds >= {MIN_CHUNK_S:g}"
-                              f", got {max_chunk_s!r}")
+    max_chunk_s = chunk_seconds(max_chunk_s)
     n = len(wave)
     limit = int(max_chunk_s * sample_rate)
     if n <= limit:

@@ -164,6 +164,8 @@ def test_fsdd_string_joins_takes_over_a_noise_floor():
     # the gaps carry noise at about the takes' own floor (their quietest frame, ~20 RMS)
     assert 5 < np.median(frames[~loud]) < 40 and np.percentile(frames[~loud], 90) < 60
     assert corpus.fsdd_string(takes[:1], rng) is takes[0]
+    padded = corpus.fsdd_string(takes[:1], rng, pad=True)
+    assert 4000 + 0.2 * sr <= len(padded) <= 4000 + 1.2 * sr
 
 
 # ----------------------------------------------------------------------------- data stage

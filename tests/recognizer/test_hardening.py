@@ -80,7 +80,7 @@ def test_manifest_paths_are_confined_to_the_folder(built, tmp_path):
     ({"sample_rate": 0}, "sample_rate"), ({"sample_rate": 8000}, "sample_rate 8000 differs"),
     ({"cmvn": "bogus"}, "cmvn: expected one of"), ({"norm_vars": "yes"}, "norm_vars"),
     ({"cmvn": "sliding", "cmn_window": -3}, "cmn_window"),
-    ({"decode": {"beam": -1}}, r"decode\.beam: must be > 0"),
+    ({"decode": {"beam": -1}}, r"decode\.beam must be a finite number > 0"),
     ({"decode": {"word_insertion_penalty": float("inf")}}, "decode.word_insertion_penalty"),
     ({"decode": [1]}, "decode: expected a table"), ({"model": 7}, "model: expected a file name"),
 ])

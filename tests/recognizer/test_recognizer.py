@@ -160,11 +160,16 @@ def test_bad_audio_is_a_recognizer_error(rec, audio, rate, match):
 
 
 @pytest.mark.parametrize("options,match", [
-    ({"beam": -5}, "beam: must be > 0"), ({"beam": float("nan")}, "beam: expected a finite"),
-    ({"nbest": 0}, "nbest: must be >= 1"), ({"nbest": 10**9}, "nbest: at most"),
-    ({"acoustic_scale": float("inf")}, "acoustic_scale: expected a finite"),
-    ({"max_chunk": 0}, "max_chunk: must be >= 1"), ({"max_chunk": 1e-5}, "max_chunk"),
-    ({"lattice_beam": 0}, "lattice_beam"), ({"max_active": 2.5}, "max_active: expected a whole"),
+    ({"beam": -5}, "beam must be a finite number > 0"),
+    ({"beam": float("nan")}, "beam must be a finite number"),
+    ({"nbest": 0}, "nbest must be an integer >= 1"),
+    ({"nbest": 10**9}, "nbest must be at most 1000"),
+    ({"acoustic_scale": float("inf")}, "acoustic_scale must be a finite"),
+    ({"max_chunk": 0}, "max_chunk must be a finite number >= 1"),
+    ({"max_chunk": 1e-5}, "max_chunk"),
+    ({"lattice_beam": 0}, "lattice_beam"),
+    ({"max_active": 2.5}, "max_active must be an integer"),
+    ({"min_active": 9000}, r"min_active \(9000\) exceeds max_active"),
     ({"bogus": 1}, "bogus: unknown search option"),
 ])
 def test_bad_options_name_the_option(folder, options, match):

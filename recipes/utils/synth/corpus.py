@@ -18,7 +18,8 @@ a recipe's data/ folder.
 FSDD strings: the takes of one speaker in a row, each preceded by a gap of 0-1 s (a third of
 them under 80 ms, as in fluent digit strings), with 0.1-0.6 s of lead and trail, all over a
 noise floor at the level of the recordings' own quietest frame, takes faded in and out over
-5 ms so that no edge clicks. An isolated take is just the take (upsampled to 16 kHz).
+5 ms so that no edge clicks. An isolated take is just the take (upsampled to 16 kHz); in an
+augmented part, half of them get the same lead and trail.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from asrkit.features import make_noise, resample
 from . import augment
 from .voices import Synthesizer, Voice
 
-GENERATOR_VERSION = 1  # bump when the rendering changes, so that caches are remade
+GENERATOR_VERSION = 2  # bump when the rendering changes, so that caches are remade
 SAMPLE_RATE = augment.SAMPLE_RATE
 KALDI_FILES = ("wav.scp", "text", "utt2spk", "spk2utt", "utt2dur", "text.ipa", "text.phones")
 
@@ -122,10 +123,12 @@ def _floor_level(x: np.ndarray, frame: int = 160) -> float:
     return float(max(np.sqrt(np.mean(frames ** 2, axis=1)).min(), 0.5))
 
 
-def fsdd_string(takes: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
-    """Join 16 kHz takes (int16 scale) into one connected string over a noise floor."""
+def fsdd_string(takes: list[np.ndarray], rng: np.random.Generator,
+                pad: bool = False) -> np.ndarray:
+    """Join 16 kHz takes (int16 scale) into one connected string over a noise floor; a single
+    take is returned as it is unless ``pad``."""
     sr = SAMPLE_RATE
-    if len(takes) == 1:
+    if len(takes) == 1 and not pad:
         return takes[0]
     gaps = [0.0] + [float(rng.uniform(0, 0.08) if rng.random() < 0.35 else rng.uniform(0.08, 1.0))
                     for _ in takes[1:]]
@@ -151,7 +154,9 @@ def _source_audio(spec: dict, speech) -> tuple[np.ndarray, int]:
     for rel in spec["source"]["takes"]:
         x, sr = sf.read(os.path.join(_ctx["fsdd"], rel), dtype="float32")
         takes.append(resample(x * 32768.0, sr, SAMPLE_RATE))
-    return fsdd_string(takes, rng), SAMPLE_RATE
+    # augmented isolated takes get silence around them half of the time, as users leave it
+    pad = spec.get("channel") is not None and rng.random() < 0.5
+    return fsdd_string(takes, rng, pad=pad), SAMPLE_RATE
 
 
 def render_chunk(task: tuple[str, list[dict]]) -> list[dict]:
