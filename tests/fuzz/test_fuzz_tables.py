@@ -259,3 +259,50 @@ def test_outputs_replace_the_previous_run_as_a_set(graph, tmp_path):
     assert not (out / "wer.txt").exists() and not (out / "score.json").exists()
     assert set(_hyps(out)) == set(UTTS)
     assert not [p for p in os.listdir(out) if p.endswith(".tmp")]
+
+
+def test_decode_with_a_model_counts_every_skipped_utterance(graph, tmp_path):
+    """decode --model over a data dir: a bad feats.scp line, a missing archive, an offset past
+    the end, NaN features and features of the wrong width each fail their own utterance by
+    name; the rest are decoded; a missing data dir is a clean error."""
+    from asrkit.io import write_table
+    from asrkit.models import save
+    from tests.recognizer.tones import BINS, tone_model
+
+    model = tmp_path / "tone.mdl"
+    save(str(model), tone_model())
+    rng = np.random.default_rng(0)
+    good = {}
+    for utt, word in (("a-1", "one"), ("a-2", "two")):
+        m = rng.uniform(5, 10, (30, 40)).astype(np.float32)
+        m[10:20, BINS[word]] = 30.0
+        good[utt] = m
+    bad = dict(good)
+    bad["a-nan"] = good["a-1"].copy()
+    bad["a-nan"][3, 7] = np.nan
+    bad["a-wide"] = rng.uniform(5, 10, (30, 41)).astype(np.float32)
+    data = tmp_path / "data"
+    data.mkdir()
+    write_table(f"ark,scp:{tmp_path / 'f.ark'},{data / 'feats.scp'}", bad)
+    lines = (data / "feats.scp").read_text().splitlines()
+    lines += [f"a-gone {tmp_path / 'gone.ark'}:9", f"a-past {tmp_path / 'f.ark'}:99999",
+              "a-noval"]
+    (data / "feats.scp").write_text("\n".join(sorted(lines)) + "\n")
+    utts = sorted(line.split()[0] for line in lines)
+    (data / "utt2spk").write_text("".join(f"{u} a\n" for u in utts))
+    (data / "text").write_text("a-1 one\na-2 two\n")
+    res = run_cli(["decode", "--graph", graph, "--model", str(model), str(data), "--out",
+                   str(tmp_path / "out"), "--json"])
+    assert res.returncode == 0, res.describe()
+    s = _summary(res)
+    assert s["decoded"] == 2 and s["failed"] == 5, res.describe()
+    for utt, why in (("a-nan", "not finite"), ("a-wide", "do not fit the model"),
+                     ("a-gone", "gone.ark: no such file"), ("a-past", "past the end"),
+                     ("a-noval", "expected 'key rxfilename'")):
+        assert any(line.startswith(f"asrkit decode: {utt}: ") and why in line
+                   for line in res.stderr.splitlines()), (utt, res.describe())
+    assert _hyps(tmp_path / "out") == {"a-1": "a-1 one", "a-2": "a-2 two"}
+
+    res = run_cli(["decode", "--graph", graph, "--model", str(model), str(tmp_path / "nope"),
+                   "--out", str(tmp_path / "out2")])
+    assert_clean_failure(res, names=[str(tmp_path / "nope")])
