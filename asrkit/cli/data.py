@@ -296,6 +296,18 @@ def _combine(args) -> int:
 
 
 def run(args) -> int:
-    """Dispatch to the chosen action; returns its exit status."""
-    return {"validate": _validate, "fix": _fix, "subset": _subset, "split": _split,
-            "combine": _combine}[args.action](args)
+    """Dispatch to the chosen action; returns its exit status. A file of the data directory
+    that cannot be parsed or written is an error naming it (file and line)."""
+    from asrkit.io import DataDirError
+
+    action = {"validate": _validate, "fix": _fix, "subset": _subset, "split": _split,
+              "combine": _combine}[args.action]
+    try:
+        return action(args)
+    except DataDirError as e:
+        raise CommandError(str(e)) from None
+    except UnicodeDecodeError as e:
+        raise CommandError(f"{args.action}: a file is not UTF-8 text: {e}") from None
+    except OSError as e:
+        where = e.filename or getattr(args, "dest", None) or getattr(args, "dir", "")
+        raise CommandError(f"{where}: {e.strerror or e}") from None

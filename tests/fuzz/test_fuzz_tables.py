@@ -126,10 +126,10 @@ def test_mutated_tables_long(graph, tmp_path, fmt, i):
 
 # ------------------------------------------------------------------------- each class of damage
 
-@pytest.mark.parametrize("fmt", ["cm", "cm2", "cm3"])
-def test_compressed_archives_decode(graph, tmp_path, fmt):
-    ark = tmp_path / f"{fmt}.ark"
-    ark.write_bytes(_good_ark(fmt))
+def test_compressed_archives_decode(graph, tmp_path):
+    """copy-feats --compress=true output in all three formats, in one archive."""
+    ark = tmp_path / "cm.ark"
+    ark.write_bytes(_ark({u: FORMATS[fmt](MATS[u]) for u, fmt in zip(UTTS, ("cm", "cm2", "cm3"))}))
     res = _decode(graph, f"ark:{ark}", tmp_path / "out")
     assert res.returncode == 0, res.describe()
     assert _summary(res)["decoded"] == 3 and _summary(res)["failed"] == 0
@@ -175,36 +175,35 @@ def test_duplicate_key_is_a_failed_utterance(graph, tmp_path):
     assert _summary(res)["failed"] == 1 and "duplicate key 'u0'" in res.stderr, res.describe()
 
 
-def _scp_case(graph, tmp_path, lines: dict[str, str], env=None):
+BAD_ENTRIES = {  # key: (scp value, what its error must say)
+    "b1": ("{ark}.missing:{off}", "good.ark.missing: no such file"),
+    "b2": ("{ark}:5", "cannot parse text value"),              # into the middle of a value
+    "b3": ("{ark}:99999", "past the end"),
+    "b4": ("{ark}:{off}[0:99]", "row range 0:99 is outside the matrix (12 rows)"),
+    "b5": ("{ark}:{off}[0:3,2:9]", "column range 2:9 is outside the matrix (4 columns)"),
+    "b6": ("sleep 30 |", "timed out"),                         # a pipe that never ends
+    "b7": ("echo oops >&2; exit 3 |", "status 3: oops"),       # a pipe that fails
+}
+
+
+def test_bad_scp_entries_fail_their_utterance_only(graph, tmp_path):
     ark = tmp_path / "good.ark"
     data = _good_ark("binary")
     ark.write_bytes(data)
     offset = {u: data.index(u.encode() + b" \0B") + len(u) + 1 for u in UTTS}
+    lines = {"u0": f"{ark}:{offset['u0']}", "u2": f"{ark}:{offset['u2']}"}
+    lines.update({k: v.format(ark=ark, off=offset["u1"]) for k, (v, _) in BAD_ENTRIES.items()})
     scp = tmp_path / "l.scp"
-    entries = {u: f"{ark}:{offset[u]}" for u in UTTS}
-    entries.update({u: v.format(ark=ark, off=offset[u]) for u, v in lines.items()})
-    scp.write_text("".join(f"{u} {v}\n" for u, v in entries.items()))
+    scp.write_text("".join(f"{u} {v}\n" for u, v in sorted(lines.items())))
     out = tmp_path / "out"
-    res = _decode(graph, f"scp:{scp}", out, env=env)
-    return res, out
-
-
-@pytest.mark.parametrize("entry,named", [
-    ("{ark}.missing:{off}", "good.ark.missing"),       # the archive does not exist
-    ("{ark}:5", "u1"),                                # offset into the middle of a value
-    ("{ark}:99999", "u1"),                            # offset past the end of the archive
-    ("{ark}:{off}[0:99]", "u1"),                      # row range past the end
-    ("{ark}:{off}[0:3,2:9]", "u1"),                   # column range past the end
-    ("sleep 30 |", "timed out"),                      # a pipe that never ends
-    ("exit 3 |", "status 3"),                         # a pipe that fails
-])
-def test_bad_scp_entry_fails_that_utterance_only(graph, tmp_path, entry, named):
-    res, out = _scp_case(graph, tmp_path, {"u1": entry}, env=PIPE_ENV)
-    assert res.returncode is not None and "Traceback" not in res.stderr, res.describe()
+    res = _decode(graph, f"scp:{scp}", out, env=PIPE_ENV)
     assert res.returncode == 0, res.describe()
     s = _summary(res)
-    assert s["decoded"] == 2 and s["failed"] == 1, res.describe()
-    assert "u1" in res.stderr and named in res.stderr, res.describe()
+    assert s["decoded"] == 2 and s["failed"] == len(BAD_ENTRIES), res.describe()
+    errors = {line.split(": ", 2)[1]: line for line in res.stderr.splitlines()
+              if line.startswith("asrkit decode: b")}
+    for key, (_, message) in BAD_ENTRIES.items():
+        assert message in errors[key] and "l.scp:" in errors[key], (key, res.describe())
     assert set(_hyps(out)) == {"u0", "u2"}
 
 
@@ -213,17 +212,21 @@ def test_archive_pipe_that_never_ends(graph, tmp_path):
     assert_clean_failure(res, names=["timed out"])
 
 
-@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
-def test_non_finite_log_probs_are_a_failed_utterance(graph, tmp_path, value):
-    bad = MATS["u1"].copy()
-    bad[4, 2] = value
+def test_non_finite_log_probs_are_failed_utterances(graph, tmp_path):
+    values = {}
+    for key, value in (("n1", np.nan), ("n2", np.inf), ("n3", -np.inf)):
+        bad = MATS["u1"].copy()
+        bad[4, 2] = value
+        values[key] = _fm(bad)
     ark = tmp_path / "nan.ark"
-    ark.write_bytes(_ark({"u0": _fm(MATS["u0"]), "u1": _fm(bad), "u2": _fm(MATS["u2"])}))
+    ark.write_bytes(_ark({"n1": values["n1"], "n2": values["n2"], "n3": values["n3"],
+                          "u0": _fm(MATS["u0"]), "u2": _fm(MATS["u2"])}))
     res = _decode(graph, f"ark:{ark}", tmp_path / "out")
     assert res.returncode == 0, res.describe()
     s = _summary(res)
-    assert s["decoded"] == 2 and s["failed"] == 1, res.describe()
-    assert "u1" in res.stderr and "not finite" in res.stderr, res.describe()
+    assert s["decoded"] == 2 and s["failed"] == 3, res.describe()
+    for key in ("n1", "n2", "n3"):
+        assert f"asrkit decode: {key}: log-probabilities are not finite" in res.stderr
 
 
 @pytest.mark.parametrize("target", ["missing", "dir"])
@@ -256,3 +259,50 @@ def test_outputs_replace_the_previous_run_as_a_set(graph, tmp_path):
     assert not (out / "wer.txt").exists() and not (out / "score.json").exists()
     assert set(_hyps(out)) == set(UTTS)
     assert not [p for p in os.listdir(out) if p.endswith(".tmp")]
+
+
+def test_decode_with_a_model_counts_every_skipped_utterance(graph, tmp_path):
+    """decode --model over a data dir: a bad feats.scp line, a missing archive, an offset past
+    the end, NaN features and features of the wrong width each fail their own utterance by
+    name; the rest are decoded; a missing data dir is a clean error."""
+    from asrkit.io import write_table
+    from asrkit.models import save
+    from tests.recognizer.tones import BINS, tone_model
+
+    model = tmp_path / "tone.mdl"
+    save(str(model), tone_model())
+    rng = np.random.default_rng(0)
+    good = {}
+    for utt, word in (("a-1", "one"), ("a-2", "two")):
+        m = rng.uniform(5, 10, (30, 40)).astype(np.float32)
+        m[10:20, BINS[word]] = 30.0
+        good[utt] = m
+    bad = dict(good)
+    bad["a-nan"] = good["a-1"].copy()
+    bad["a-nan"][3, 7] = np.nan
+    bad["a-wide"] = rng.uniform(5, 10, (30, 41)).astype(np.float32)
+    data = tmp_path / "data"
+    data.mkdir()
+    write_table(f"ark,scp:{tmp_path / 'f.ark'},{data / 'feats.scp'}", bad)
+    lines = (data / "feats.scp").read_text().splitlines()
+    lines += [f"a-gone {tmp_path / 'gone.ark'}:9", f"a-past {tmp_path / 'f.ark'}:99999",
+              "a-noval"]
+    (data / "feats.scp").write_text("\n".join(sorted(lines)) + "\n")
+    utts = sorted(line.split()[0] for line in lines)
+    (data / "utt2spk").write_text("".join(f"{u} a\n" for u in utts))
+    (data / "text").write_text("a-1 one\na-2 two\n")
+    res = run_cli(["decode", "--graph", graph, "--model", str(model), str(data), "--out",
+                   str(tmp_path / "out"), "--json"])
+    assert res.returncode == 0, res.describe()
+    s = _summary(res)
+    assert s["decoded"] == 2 and s["failed"] == 5, res.describe()
+    for utt, why in (("a-nan", "not finite"), ("a-wide", "do not fit the model"),
+                     ("a-gone", "gone.ark: no such file"), ("a-past", "past the end"),
+                     ("a-noval", "expected 'key rxfilename'")):
+        assert any(line.startswith(f"asrkit decode: {utt}: ") and why in line
+                   for line in res.stderr.splitlines()), (utt, res.describe())
+    assert _hyps(tmp_path / "out") == {"a-1": "a-1 one", "a-2": "a-2 two"}
+
+    res = run_cli(["decode", "--graph", graph, "--model", str(model), str(tmp_path / "nope"),
+                   "--out", str(tmp_path / "out2")])
+    assert_clean_failure(res, names=[str(tmp_path / "nope")])

@@ -279,7 +279,9 @@ class Renderer:
             self.log(f"{name}: {len(specs)} utterances from the cache ({folder})")
             return folder
         t0 = time.time()
-        tmp = f"{folder}.tmp"
+        # a folder of this process's own: two runs making the same part at once (two folds
+        # started together) do not write into each other's; the first to finish wins
+        tmp = f"{folder}.tmp{os.getpid()}"
         if os.path.exists(tmp):
             shutil.rmtree(tmp)
         os.makedirs(os.path.join(tmp, "wav"))
@@ -291,9 +293,17 @@ class Renderer:
                 self.log(f"{name}: {len(records)}/{len(specs)} utterances "
                          f"({time.time() - t0:.0f} s)")
         _write_part(name, specs, records, tmp, os.path.join(folder, "wav"), time.time() - t0)
-        if os.path.exists(folder):
-            shutil.rmtree(folder)
-        os.rename(tmp, folder)
+        if os.path.exists(os.path.join(folder, "done")):
+            shutil.rmtree(tmp)  # another run finished it first
+        else:
+            if os.path.exists(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+            try:
+                os.rename(tmp, folder)
+            except OSError:
+                if not os.path.exists(os.path.join(folder, "done")):
+                    raise
+                shutil.rmtree(tmp)
         self.log(f"{name}: made {len(specs)} utterances in {time.time() - t0:.0f} s ({folder})")
         return folder
 
