@@ -11,7 +11,8 @@ Writes into OUT: hyp.txt (Kaldi text), ctm (utt 1 start dur word conf), nbest.tx
 report) and score.json. In nbest.txt, costs are -ln p; ac_cost is already multiplied by
 --acoustic-scale (Kaldi keeps it unscaled) and graph_cost holds the graph's weights (LM,
 lexicon) plus the word insertion penalty, so ac_cost + graph_cost is the path's search cost and
-`asrkit nnlm rescore --acoustic-scale 1` ranks as the decoder did. An utterance that fails
+`asrkit nnlm rescore --acoustic-scale 1` ranks as the decoder did; ref_text names the reference
+it was scored against (for `asrkit report`). An utterance that fails
 (missing or damaged features or scores, NaN/inf values, no surviving path) is reported by name,
 counted and skipped. An archive damaged in the middle cannot be read past the damage: what was
 decoded before it is written and the command exits 1. The outputs of a run replace those of an
@@ -245,7 +246,7 @@ def run(args) -> int:
         "hyp.txt": "".join(f"{u} {h}".rstrip() + "\n" for u, h in sorted(hyps.items())),
         "ctm": "".join(line + "\n" for line in ctm),
         "nbest.txt": "".join(line + "\n" for line in nbest_lines),
-        "wer.txt": None, "score.json": None,
+        "wer.txt": None, "score.json": None, "ref_text": None,
     }
     audio_s = frames * opts.frame_shift
     summary = {"decoded": len(hyps), "failed": len(failed), "seconds": round(elapsed, 3),
@@ -273,6 +274,7 @@ def run(args) -> int:
             summary["best_wip"] = tuned.best
         rep = score_texts(ref, hyps)
         outputs["wer.txt"] = rep.report() + "\n"
+        outputs["ref_text"] = os.path.abspath(text_path) + "\n"  # what asrkit report scores
         outputs["score.json"] = json.dumps(rep.as_dict(), indent=2) + "\n"
         summary["wer"] = round(rep.error_rate, 3)
         summary["wer_line"] = rep.summary_line()

@@ -205,14 +205,12 @@ stage_final() {
       --system asrkit=exp/loso/decode --system pocketsphinx=exp/pocketsphinx \
       --group=-iso-=isolated --group=-str-=strings || return
   fi
-  mkdir -p exp/blstm/synth
-  ln -sfn ../decode_synth_test_tg exp/blstm/synth/synth_test
   log "$python" local/wer_table.py exp/tables/synth_voices.tsv --set synth_test=data/synth/test \
-    --system asrkit=exp/blstm/synth --system pocketsphinx=exp/pocketsphinx || return
+    --system "asrkit=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx || return
   local tables=(--table "Synthetic voices never heard in training=exp/tables/synth_voices.tsv")
   [ -n "$loso" ] && tables=(--table "Real speakers never heard in training (leave one speaker out)=exp/tables/real_speakers.tsv" "${tables[@]}")
   log asrkit report exp/blstm --title "digits: BLSTM-CTC on real and synthetic speech" \
-    --ref data/fbank/synth_test/text "${tables[@]}" --commands exp/commands.txt \
+    "${tables[@]}" --commands exp/commands.txt \
     --config conf/train.toml --config conf/fbank.toml
 }
 

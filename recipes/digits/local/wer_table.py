@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Write a WER table (tab-separated, for ``asrkit report --table``) from scored decodes.
 
-Each ``--system NAME=DIR`` is a folder of hypotheses, one ``<set>/hyp.txt`` per test set (as the
-recipe's decode stages leave them); each ``--set NAME=DATA_DIR`` is a test set whose ``text`` is
-the reference. Utterances are grouped into rows by ``--group REGEX=LABEL`` rules on the utterance
+Each ``--system NAME=PATTERN`` says where a system's hypotheses for a test set are:
+``PATTERN/hyp.txt`` with ``{set}`` replaced by the set's name (``exp/loso/decode/{set}``; a
+pattern without ``{set}`` means ``PATTERN/{set}``); each ``--set NAME=DATA_DIR`` is a test set
+whose ``text`` is the reference. Utterances are grouped into rows by ``--group REGEX=LABEL`` rules on the utterance
 id (first match wins; by default one row per set), so one set gives rows such as "lucas,
 isolated" and "lucas, strings". Every row has each system's WER with its error count, and the
 number of reference words; a last row sums all sets. Also prints the table.
 
-Usage: wer_table.py OUT.tsv --set lucas=data/fsdd/lucas/test --system asrkit=exp/loso/lucas
+Usage: wer_table.py OUT.tsv --set lucas=data/fsdd/lucas/test --system asrkit=exp/loso/{set}
            [--system pocketsphinx=exp/pocketsphinx] [--group '-iso-=isolated' ...]
 """
 
@@ -49,7 +50,8 @@ def main(argv=None) -> int:
         label_of = {u: next((lab for rx, lab in groups if rx.search(u)), "") for u in refs}
         per_system = {}
         for name, folder in systems:
-            hyp_path = os.path.join(folder, set_name, "hyp.txt")
+            pattern = folder if "{set}" in folder else os.path.join(folder, "{set}")
+            hyp_path = os.path.join(pattern.replace("{set}", set_name), "hyp.txt")
             if not os.path.exists(hyp_path):
                 print(f"wer_table.py: {hyp_path} is missing; {name} left out of {set_name}",
                       file=sys.stderr)
