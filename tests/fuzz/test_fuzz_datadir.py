@@ -91,7 +91,7 @@ def test_mutated_files_other_actions(datadir, tmp_path, name, action):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(3, 8))
+@pytest.mark.parametrize("seed", range(3, 5))
 @pytest.mark.parametrize("action", ACTIONS)
 @pytest.mark.parametrize("name", FILES)
 def test_mutated_files_long(datadir, tmp_path, name, action, seed):
