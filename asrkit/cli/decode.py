@@ -186,10 +186,12 @@ def run(args) -> int:
             utt, logp, error = next(items)
         except StopIteration:
             break
-        except (TableError, PipeError, DataDirError, OSError) as e:
+        except Exception as e:  # the source broke: keep what was decoded, say where it stopped
+            message = str(e) if isinstance(e, (TableError, PipeError, DataDirError, OSError)) \
+                else f"{type(e).__name__}: {e}"
             if not hyps and not failed:
-                raise CommandError(str(e)) from e
-            unreadable = str(e)
+                raise CommandError(message) from e
+            unreadable = message
             break
         try:
             if error is not None:
