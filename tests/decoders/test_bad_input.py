@@ -115,6 +115,11 @@ def test_graph_folder_files_are_checked_against_each_other(loop_folder, tmp_path
     (folder / "TLG.npz").write_bytes(bytes(data))
     with pytest.raises(ValueError, match="TLG.npz: (damaged|not an) asrkit binary FST"):
         load_fst(folder / "TLG.npz")
+    data = bytearray((loop_folder / "TLG.npz").read_bytes())
+    data[8] = 99  # the first member's compression method: zipfile raises NotImplementedError
+    (folder / "TLG.npz").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="TLG.npz: damaged asrkit binary FST"):
+        load_fst(folder / "TLG.npz")
 
 
 def test_symbol_and_fst_text_errors_name_file_and_line(tmp_path):
