@@ -3,7 +3,8 @@
 Prints `path<TAB>text` per file; `--json` prints one JSON object per file with the words, their
 start times, durations and confidences. Any sample rate and format that soundfile reads (wav, flac,
 ogg, ...) works: audio is resampled to the model's rate and mixed to mono. Long files are decoded
-in chunks cut at quiet frames (`--max-chunk`, seconds). A file that cannot be read is reported and
+in chunks cut at quiet frames (`--max-chunk`, seconds), or with `--vad silero` only the speech
+regions a voice-activity detector finds are decoded. A file that cannot be read is reported and
 skipped; the exit status is 1 if any file failed. `--nj N` transcribes in N processes (output
 stays in input order). The Python API is `asrkit.Recognizer`.
 
@@ -22,7 +23,7 @@ HELP = "transcribe audio files with a trained model folder"
 
 
 def add_arguments(parser) -> None:
-    """Options: --model-dir, AUDIO..., --json, search options, --max-chunk, --nj."""
+    """Options: --model-dir, AUDIO..., --json, search options, --max-chunk, --nj, --vad."""
     parser.add_argument("audio", nargs="+", metavar="AUDIO", help="audio files")
     parser.add_argument("--model-dir", required=True, help="model folder (exp/final)")
     parser.add_argument("--json", action="store_true",
@@ -38,6 +39,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-chunk", type=float, default=30.0,
                         help="longest chunk decoded at once, seconds (>= 1)")
     parser.add_argument("--nj", type=int, default=1, help="worker processes")
+    parser.add_argument("--vad", choices=["energy", "silero"], default="energy",
+                        help="how long files are cut: at quiet frames (energy) or into the "
+                             "speech regions of the Silero VAD (silero; pip install "
+                             "'asrkit[vad]')")
 
 
 def run(args) -> int:
@@ -46,7 +51,8 @@ def run(args) -> int:
     from asrkit.recognizer import Recognizer, RecognizerError
 
     try:
-        rec = Recognizer.from_dir(args.model_dir, max_chunk=args.max_chunk, beam=args.beam,
+        rec = Recognizer.from_dir(args.model_dir, max_chunk=args.max_chunk, vad=args.vad,
+                                  beam=args.beam,
                                   acoustic_scale=args.acoustic_scale,
                                   word_insertion_penalty=args.word_insertion_penalty,
                                   nbest=args.nbest)

@@ -36,6 +36,7 @@ from asrkit.recognizer.model_folder import (
 )
 from asrkit.recognizer.options import RecognizerError, chunk_seconds, search_options
 from asrkit.recognizer.result import Alignment, Result
+from asrkit.recognizer.vad import check_vad
 
 INT16_SCALE = 32768.0  # float samples in [-1, 1) -> Kaldi's int16 scale
 
@@ -66,19 +67,23 @@ class Recognizer:
     """A loaded model folder with checked search options; see the module docstring.
 
     folder: a ``ModelFolder``; options: ``DecodeOptions`` (``search_options``); max_chunk:
-    longest chunk decoded at once, in seconds.
+    longest chunk decoded at once, in seconds; vad: how a recording is cut into chunks,
+    ``"energy"`` (at its quietest frames, everything decoded) or ``"silero"`` (only the speech
+    regions the Silero VAD finds; ``asrkit.recognizer.vad``).
     """
 
-    def __init__(self, folder: ModelFolder, options, max_chunk: float = 30.0):
+    def __init__(self, folder: ModelFolder, options, max_chunk: float = 30.0,
+                 vad: str = "energy"):
         self.folder = folder
         self.options = options
         self.max_chunk = chunk_seconds(max_chunk)
+        self.vad = check_vad(vad)
         shift_ms = float(folder.feature_config.options.get("frame_shift", 10.0))
         self.feature_shift = shift_ms / 1000.0  # seconds per feature frame
         self.shift_samples = max(int(round(self.feature_shift * folder.sample_rate)), 1)
 
     @classmethod
-    def from_dir(cls, path: str | os.PathLike, *, max_chunk: float = 30.0,
+    def from_dir(cls, path: str | os.PathLike, *, max_chunk: float = 30.0, vad: str = "energy",
                  **search) -> Recognizer:
         """Load the model folder ``path`` (``asrkit package``'s output).
 
@@ -91,7 +96,7 @@ class Recognizer:
         folder = load_model_folder(path, need_graph=False)
         opts = search_options(search, folder.manifest["decode"], folder.frame_shift,
                               f"{os.path.join(folder.path, MANIFEST)}: decode.")
-        return cls(folder, opts, max_chunk)
+        return cls(folder, opts, max_chunk, vad)
 
     # -- settings ----------------------------------------------------------------------------
     @property
@@ -114,7 +119,8 @@ class Recognizer:
         """Keyword arguments that rebuild this Recognizer with ``from_dir`` (worker processes)."""
         opts = dataclasses.asdict(self.options)
         opts.pop("frame_shift")
-        return {"path": os.path.abspath(self.folder.path), "max_chunk": self.max_chunk, **opts}
+        return {"path": os.path.abspath(self.folder.path), "max_chunk": self.max_chunk,
+                "vad": self.vad, **opts}
 
     def check_can_transcribe(self) -> None:
         """RecognizerError unless the folder has a decoding graph (alignment needs none)."""
@@ -222,19 +228,28 @@ class Recognizer:
                                   " ms) are too short for one feature frame")
         return wave, self.normalize(feats)
 
+    def _frame_ranges(self, wave: np.ndarray, num_frames: int) -> list[tuple[int, int]]:
+        """Feature-frame ranges to decode one by one: ``vad`` regions of ``max_chunk``."""
+        from asrkit.recognizer.chunks import frame_cuts, quiet_cuts
+
+        if self.vad == "silero":
+            from asrkit.recognizer.vad import segment_frames, silero_cuts
+
+            segments = silero_cuts(wave, self.sample_rate, self.max_chunk)
+            return segment_frames(segments, num_frames, self.shift_samples)
+        cuts = quiet_cuts(wave, self.sample_rate, self.max_chunk)
+        return frame_cuts(cuts, num_frames, self.shift_samples)
+
     def transcribe(self, audio, sample_rate: int | None = None, name: str | None = None) -> Result:
         """Transcribe one recording (a path, file bytes, or samples with ``sample_rate``; see
         ``load_audio``). Returns a Result; raises RecognizerError naming the file (or ``name``,
         e.g. an utterance id)."""
-        from asrkit.recognizer.chunks import frame_cuts, quiet_cuts
-
         where = name or _name(audio)
         self.check_can_transcribe()
         try:
             wave, feats = self._prepared(audio, sample_rate)
             words = []
-            cuts = quiet_cuts(wave, self.sample_rate, self.max_chunk)
-            for f0, f1 in frame_cuts(cuts, feats.shape[0], self.shift_samples):
+            for f0, f1 in self._frame_ranges(wave, feats.shape[0]):
                 logp = self.log_probs(feats[f0:f1]) if f1 > f0 else None
                 if logp is None or logp.shape[0] == 0:
                     continue
