@@ -24,7 +24,7 @@ added into ``d_enc[t, b]`` and ``d_pred[u, b]``. Nodes whose occupancy ``pb + pl
 ``prune`` (default 1e-12) are left out of the backward: their gradient rows are bounded by ``2 *
 occupancy`` in absolute sum, so each changes an entry of ``d_weight`` or ``d_enc``/``d_pred`` by at
 most ``2e-12 * max|h|`` or ``2e-12 * max|W|``; with random logits about 40% of the nodes are left
-out (B=8 T=200 U=50 V=500), with a trained, peaky model most of them. ``prune=0`` keeps every node.
+out (B=8 T=200 U=50 V=500), more the more peaked the model. ``prune=0`` keeps every node.
 Threads: the nodes are dealt into one contiguous range per thread and each thread works through its
 blocks alone, its GEMMs made single-threaded with OpenBLAS's ``openblas_set_num_threads_local``: one
 parallel region per pass and one kind of thread on the cores (numba's workers, OpenBLAS's and ours,
