@@ -63,7 +63,8 @@ def _act(action: str, d, tmp_path):
     conf = tmp_path / "fbank.toml"
     conf.write_text('[features]\ntype = "fbank"\ndither = 0.0\n')
     return run_cli(["compute-features", str(d), "--config", str(conf), "--out",
-                    str(tmp_path / "feats"), "--max-fail-fraction", "1"])
+                    str(tmp_path / "feats"), "--max-fail-fraction", "1"],
+                   timeout=180)  # room for a numba recompile on a loaded machine
 
 
 def _check(datadir, tmp_path, name, seed, action):

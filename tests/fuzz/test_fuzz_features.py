@@ -32,7 +32,7 @@ def data(tmp_path):
 
 def _compute(data, conf, out, *extra):
     return run_cli(["compute-features", str(data), "--config", str(conf), "--out", str(out),
-                    *extra])
+                    *extra], timeout=180)  # room for a numba recompile on a loaded machine
 
 
 def _check(data, tmp_path, seed):
