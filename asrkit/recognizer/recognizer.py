@@ -9,6 +9,8 @@
     result.text, result.words[0].start, result.as_dict()   # words with times and confidences
     results = rec.transcribe_many(paths, nj=4)             # worker processes, input order
     rec.align("call.wav", "one two three").words           # forced alignment
+    stream = rec.stream()                                  # streaming: asrkit.recognizer.stream
+    events = stream.accept(chunk, 16000) + stream.finish() # partial and final StreamEvents
 
 Transcription is a chain of steps a chunked (streaming) front end can call one by one:
 ``load_audio`` (any rate, resampled; int16 scale) -> ``features`` (Kaldi features of the folder's
@@ -69,34 +71,40 @@ class Recognizer:
     folder: a ``ModelFolder``; options: ``DecodeOptions`` (``search_options``); max_chunk:
     longest chunk decoded at once, in seconds; vad: how a recording is cut into chunks,
     ``"energy"`` (at its quietest frames, everything decoded) or ``"silero"`` (only the speech
-    regions the Silero VAD finds; ``asrkit.recognizer.vad``).
+    regions the Silero VAD finds; ``asrkit.recognizer.vad``); hotwords: phrases the search
+    favours (a hotword file's path, or a list of ``"phrase :boost"`` lines;
+    ``asrkit.recognizer.hotwords``).
     """
 
     def __init__(self, folder: ModelFolder, options, max_chunk: float = 30.0,
-                 vad: str = "energy"):
+                 vad: str = "energy", hotwords=None):
+        from asrkit.recognizer.hotwords import load_hotwords
+
         self.folder = folder
         self.options = options
         self.max_chunk = chunk_seconds(max_chunk)
         self.vad = check_vad(vad)
+        self.hotwords = load_hotwords(hotwords)
+        self._contexts: dict = {}
         shift_ms = float(folder.feature_config.options.get("frame_shift", 10.0))
         self.feature_shift = shift_ms / 1000.0  # seconds per feature frame
         self.shift_samples = max(int(round(self.feature_shift * folder.sample_rate)), 1)
 
     @classmethod
     def from_dir(cls, path: str | os.PathLike, *, max_chunk: float = 30.0, vad: str = "energy",
-                 **search) -> Recognizer:
+                 hotwords=None, **search) -> Recognizer:
         """Load the model folder ``path`` (``asrkit package``'s output).
 
         ``search``: ``beam``, ``max_active``, ``min_active``, ``beam_delta``, ``acoustic_scale``,
         ``word_insertion_penalty``, ``lattice_beam``, ``nbest`` (None: the folder's default,
-        else DecodeOptions'). Raises RecognizerError (ModelFolderError for the folder) naming
-        the file or option at fault. A folder without a decoding graph can align, not
-        transcribe.
+        else DecodeOptions'); ``vad``, ``hotwords``: see the class. Raises RecognizerError
+        (ModelFolderError for the folder) naming the file or option at fault. A folder without
+        a decoding graph can align, not transcribe.
         """
         folder = load_model_folder(path, need_graph=False)
         opts = search_options(search, folder.manifest["decode"], folder.frame_shift,
                               f"{os.path.join(folder.path, MANIFEST)}: decode.")
-        return cls(folder, opts, max_chunk, vad)
+        return cls(folder, opts, max_chunk, vad, hotwords)
 
     # -- settings ----------------------------------------------------------------------------
     @property
@@ -119,8 +127,10 @@ class Recognizer:
         """Keyword arguments that rebuild this Recognizer with ``from_dir`` (worker processes)."""
         opts = dataclasses.asdict(self.options)
         opts.pop("frame_shift")
+        from asrkit.recognizer.hotwords import hotword_lines
+
         return {"path": os.path.abspath(self.folder.path), "max_chunk": self.max_chunk,
-                "vad": self.vad, **opts}
+                "vad": self.vad, "hotwords": hotword_lines(self.hotwords) or None, **opts}
 
     def check_can_transcribe(self) -> None:
         """RecognizerError unless the folder has a decoding graph (alignment needs none)."""
@@ -207,13 +217,25 @@ class Recognizer:
             raise RecognizerError("the model gave NaN or infinite log-probabilities")
         return logp
 
+    def context(self, hotwords=None):
+        """The hotword ``ContextGraph`` over the graph's words of ``hotwords`` (None: the
+        Recognizer's own; see ``load_hotwords``), or None without hotwords."""
+        from asrkit.recognizer.hotwords import hotword_lines, load_hotwords, word_context
+
+        self.check_can_transcribe()
+        hw = self.hotwords if hotwords is None else load_hotwords(hotwords)
+        key = tuple(hotword_lines(hw))
+        if key not in self._contexts:
+            self._contexts[key] = word_context(hw, self.folder.graph.words)
+        return self._contexts[key]
+
     def decode(self, log_probs: np.ndarray, start: float = 0.0):
-        """Search the graph over ``log_probs`` ``[T', C]``; returns the decoder's
-        ``UtteranceResult`` with word times shifted by ``start`` seconds."""
+        """Search the graph over ``log_probs`` ``[T', C]`` (with the hotwords); returns the
+        decoder's ``UtteranceResult`` with word times shifted by ``start`` seconds."""
         from asrkit.decoders.decode import decode_utterance
 
         self.check_can_transcribe()
-        res = decode_utterance(self.folder.graph, log_probs, self.options)
+        res = decode_utterance(self.folder.graph, log_probs, self.options, self.context())
         for t in res.timings:
             t.start += start
         return res
@@ -292,6 +314,22 @@ class Recognizer:
                 raise res
             out.append(res)
         return out
+
+    def stream(self, **options):
+        """A ``RecognizerStream`` (``asrkit.recognizer.stream``) fed audio chunks: ``accept(
+        samples, sample_rate)`` and ``finish()`` return partial and final ``StreamEvent``.
+        ``options``: ``StreamOptions`` (endpoint, partial_interval, hotwords, blstm_left,
+        blstm_right, cmvn_causal, cmvn_prior). RecognizerError for an unknown or bad option."""
+        from asrkit.recognizer.stream import RecognizerStream, StreamOptions
+
+        self.check_can_transcribe()
+        known = [f.name for f in dataclasses.fields(StreamOptions)]
+        unknown = [k for k in options if k not in known]
+        if unknown:
+            raise RecognizerError(f"{unknown[0]}: unknown stream option (known: "
+                                  f"{', '.join(known)})")
+        opts = StreamOptions(**options)
+        return RecognizerStream(self, opts, self.context(opts.hotwords))
 
     def align(self, audio, text: str | list[str], sample_rate: int | None = None,
               name: str | None = None) -> Alignment:
