@@ -18,6 +18,9 @@ decoded before it is written and the command exits 1. The outputs of a run repla
 earlier run as a set (a run without a reference removes an older wer.txt and score.json).
 `--nj N` decodes in N processes (the outputs are the same, in the same order).
 
+`--hotwords FILE` favours the phrases it lists (one per line, an optional `:boost` in nats per
+word; words of the graph) without rebuilding the graph.
+
 Examples:
   asrkit decode --graph exp/graph_tg --model exp/blstm/final.mdl data/fbank/test --out exp/dec
   asrkit decode --graph exp/graph --logprobs ark:exp/logprobs.ark --out exp/dec --beam 12
@@ -55,6 +58,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--pipe-timeout", type=float, default=None, metavar="S",
                         help="seconds a 'cmd |' in a table may run (default: "
                              "$ASRKIT_PIPE_TIMEOUT, else 300)")
+    parser.add_argument("--hotwords", metavar="FILE", default=None,
+                        help="phrases to favour, one per line ('phrase :boost', boost in nats "
+                             "per word)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--nj", type=int, default=1,
                         help="decoding processes (results stay in input order)")
@@ -108,9 +114,10 @@ def _check_options(args):
                                f"{getattr(args, name)}")
 
 
-def _decode_one(graph, logp, error, opts) -> tuple:
+def _decode_one(graph, logp, error, opts, context=None) -> tuple:
     """``(frames, UtteranceResult, None)`` of one utterance's scores, or ``(0, None, why)``
-    when they are missing (``error``), of the wrong shape, not finite, or the search fails."""
+    when they are missing (``error``), of the wrong shape, not finite, or the search fails.
+    ``context``: the hotwords' ContextGraph (None: none)."""
     from asrkit.decoders.decode import decode_utterance
 
     try:
@@ -122,7 +129,7 @@ def _decode_one(graph, logp, error, opts) -> tuple:
         why = _non_finite(logp)
         if why is not None:
             raise ValueError(why)
-        return logp.shape[0], decode_utterance(graph, logp, opts), None
+        return logp.shape[0], decode_utterance(graph, logp, opts, context), None
     except Exception as e:  # one bad utterance must not kill the run
         return 0, None, str(e)
 
@@ -130,28 +137,28 @@ def _decode_one(graph, logp, error, opts) -> tuple:
 _worker = {}  # a decoding worker process's graph and options
 
 
-def _start_worker(graph_dir: str, opts) -> None:
+def _start_worker(graph_dir: str, opts, context=None) -> None:
     from asrkit.recognizer.parallel import THREAD_VARIABLES
 
     for name in THREAD_VARIABLES:  # one core per worker (set before numba's pool starts)
         os.environ[name] = "1"
     from asrkit.decoders.decode import DecodingGraph
 
-    _worker.update(graph=DecodingGraph.load(graph_dir), opts=opts)
+    _worker.update(graph=DecodingGraph.load(graph_dir), opts=opts, context=context)
 
 
 def _decode_in_worker(logp, error) -> tuple:
-    return _decode_one(_worker["graph"], logp, error, _worker["opts"])
+    return _decode_one(_worker["graph"], logp, error, _worker["opts"], _worker["context"])
 
 
-def _decoded(source, graph, graph_dir: str, opts, nj: int):
+def _decoded(source, graph, graph_dir: str, opts, nj: int, context=None):
     """``(utt, frames, UtteranceResult or None, error or None)`` of each ``(utt, log_probs,
     error)`` of ``source``, in input order, decoded here (``nj`` 1) or by ``nj`` worker
     processes (spawned; each loads the graph once). An exception of ``source`` is raised after
     the results of every entry read before it."""
     if nj <= 1:
         for utt, logp, error in source:
-            yield utt, *_decode_one(graph, logp, error, opts)
+            yield utt, *_decode_one(graph, logp, error, opts, context)
         return
     import collections
     import multiprocessing
@@ -161,7 +168,7 @@ def _decoded(source, graph, graph_dir: str, opts, nj: int):
     from asrkit.cli.main import CommandError
 
     pool = ProcessPoolExecutor(nj, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_worker, initargs=(graph_dir, opts))
+                               initializer=_start_worker, initargs=(graph_dir, opts, context))
     pending = collections.deque()  # (utt, future) in input order, at most 4 * nj
     items, broken = iter(source), None
     try:
@@ -244,6 +251,15 @@ def run(args) -> int:
         graph = DecodingGraph.load(args.graph)
     except (OSError, ValueError, KeyError) as e:
         raise CommandError(str(e)) from e
+    context = None
+    if args.hotwords:
+        from asrkit.recognizer.hotwords import load_hotwords, word_context
+        from asrkit.recognizer.options import RecognizerError
+
+        try:
+            context = word_context(load_hotwords(args.hotwords), graph.words)
+        except RecognizerError as e:
+            raise CommandError(str(e)) from e
     frame_shift = args.frame_shift
     try:
         if args.model:
@@ -267,7 +283,7 @@ def run(args) -> int:
     unreadable = None  # why the input could not be read to its end
     t0 = time.perf_counter()
     items = _decoded(progress(source, desc="decode", unit="utt"), graph, args.graph, opts,
-                     args.nj)
+                     args.nj, context)
     while True:
         try:
             utt, num_frames, res, error = next(items)

@@ -86,6 +86,8 @@ class Recognizer:
         self.vad = check_vad(vad)
         self.hotwords = load_hotwords(hotwords)
         self._contexts: dict = {}
+        if self.hotwords and folder.graph is not None:
+            self.context()  # a hotword the graph cannot output is an error now, not per file
         shift_ms = float(folder.feature_config.options.get("frame_shift", 10.0))
         self.feature_shift = shift_ms / 1000.0  # seconds per feature frame
         self.shift_samples = max(int(round(self.feature_shift * folder.sample_rate)), 1)

@@ -274,3 +274,55 @@ class RecognizerStream:
         self._last_partial_words = None
         self._last_partial_time = -math.inf
         return events
+
+
+# -- sources of chunks (``asrkit transcribe --stream``) ----------------------------------------
+def pcm_chunks(fileobj, sample_rate: int, chunk_s: float):
+    """Yield int16 chunks of ``chunk_s`` seconds of raw mono s16le PCM read from the binary
+    ``fileobj`` (a pipe: each read waits for its chunk or the end of input)."""
+    size = max(int(round(chunk_s * sample_rate)), 1) * 2
+    carry = b""
+    while True:
+        data = fileobj.read(size - len(carry))
+        if not data:
+            break
+        data = carry + data
+        whole = len(data) - len(data) % 2
+        carry = data[whole:]
+        if whole:
+            yield np.frombuffer(data[:whole], "<i2").astype(np.int16)
+    if carry:
+        raise RecognizerError("the raw PCM input ends inside a sample (odd number of bytes; "
+                              "expected s16le)")
+
+
+def file_chunks(path: str, chunk_s: float, realtime: bool = False):
+    """Yield ``(float32 samples, sample rate)`` chunks of ``chunk_s`` seconds of an audio file
+    (any format soundfile reads, mixed to mono, at its own rate); with ``realtime``, a chunk
+    is yielded no sooner than the audio up to its end lasts (as a live source sends it).
+    RecognizerError naming the file when it cannot be read."""
+    import time
+
+    import soundfile as sf
+
+    try:
+        f = sf.SoundFile(path)
+    except (OSError, RuntimeError, sf.LibsndfileError) as e:
+        raise RecognizerError(f"{path}: cannot read the audio: {e}") from None
+    with f:
+        rate = f.samplerate
+        size = max(int(round(chunk_s * rate)), 1)
+        t0, sent = time.monotonic(), 0
+        while True:
+            try:
+                block = f.read(size, dtype="float32", always_2d=True)
+            except (RuntimeError, sf.LibsndfileError) as e:
+                raise RecognizerError(f"{path}: cannot read the audio: {e}") from None
+            if not len(block):
+                break
+            sent += len(block)
+            if realtime:  # a live source has a chunk once its last sample was spoken
+                wait = sent / rate - (time.monotonic() - t0)
+                if wait > 0:
+                    time.sleep(wait)
+            yield block.mean(axis=1, dtype=np.float32), rate
