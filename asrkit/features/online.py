@@ -11,8 +11,9 @@ input in any chunking, the outputs concatenated are the offline functions' outpu
   come from ``finish``; dither keyed by the global frame index as offline);
 - ``OnlineCmvn``: ``asrkit.features.normalize`` for ``none`` and ``sliding`` (Kaldi's
   ``apply-cmvn-sliding``: a frame waits until its window is complete, i.e. the first
-  ``min_window`` frames of a stream wait for frame ``min_window - 1``, and every frame waits
-  ``cmn_window - cmn_window // 2`` frames with ``center``). ``causal=True`` is Kaldi's online CMN
+  ``min_window`` frames of a stream wait for frame ``min_window - 1``; with ``center`` every
+  frame waits ``cmn_window - cmn_window // 2 - 1`` frames, and the first ones for frame
+  ``cmn_window - 1``). ``causal=True`` is Kaldi's online CMN
   instead (``OnlineCmvn`` without global stats): frame t is normalised at once with the
   frames ``max(0, t - cmn_window) .. t``, a growing window at the start of a stream, which
   differs from the offline numbers only on the first ``min_window`` frames.
@@ -254,8 +255,8 @@ class OnlineCmvn(_Finished):
         """Frames a frame may wait for its statistics (at the start of a stream)."""
         if self.mode == "none" or (self.mode == "sliding" and self.causal):
             return 0
-        if self.mode == "sliding":
-            return self.cmn_window - self.cmn_window // 2 if self.center else self.min_window - 1
+        if self.mode == "sliding":  # centred: the first frame's window is the first cmn_window
+            return self.cmn_window - 1 if self.center else self.min_window - 1
         return self.prior_frames - 1
 
     def accept(self, feats) -> np.ndarray:
@@ -379,10 +380,11 @@ class OnlineCmvn(_Finished):
         q = self._sumsq + np.cumsum(x32 * x32, axis=0, dtype=np.float64)
         count = (self.frames_out + np.arange(1, len(x) + 1, dtype=np.float64))[:, None]
         mean = s / count
-        out = x32 - mean.astype(np.float32)
-        if self.norm_vars:
-            var = np.maximum(q / count - mean * mean, VARIANCE_FLOOR)
-            out = out * (1.0 / np.sqrt(var)).astype(np.float32)
+        if self.norm_vars:  # apply_cmvn's arithmetic: x * scale + offset, in float32
+            scale = 1.0 / np.sqrt(np.maximum(q / count - mean * mean, VARIANCE_FLOOR))
+            out = x32 * scale.astype(np.float32) + (-(mean * scale)).astype(np.float32)
+        else:
+            out = x32 + (-mean).astype(np.float32)
         self._sum, self._sumsq = s[-1], q[-1]
         self.frames_out += len(x)
         return out.astype(np.float32)
