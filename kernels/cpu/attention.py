@@ -28,7 +28,7 @@ The layout:
   per-thread accumulators.
 * the (b, h) pairs are dealt to ``threads`` groups (longest sequences first, each to the least
   loaded group); each group runs in one ``nogil`` njit call with its own scratch, in a thread of
-  a pool, while OpenBLAS is held at one thread (its own threads would fight ours).
+  a pool, with that thread's OpenBLAS calls single-threaded (its own threads would fight ours).
   Block sizes of 64 to 256 queries measured alike (within 5%); 512 was slower.
 
 :func:`mhsa_forward` wraps the core in the layer's projections: per sequence, one GEMM over its
@@ -41,8 +41,6 @@ neither computed nor read (they may hold anything, NaN included).
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
 import os
 import threading
@@ -53,8 +51,9 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-from asrkit.kernels.cpu._gemm import NO_TRANS, ROW_MAJOR, TRANS, _openblas_paths, gemm_function
+from asrkit.kernels.cpu._gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm_function
 from asrkit.kernels.cpu.ctc import _exp
+from asrkit.kernels.cpu.rnnt import _blas_threads_local
 from asrkit.kernels.reference.attention import key_window
 from asrkit.kernels.reference.lstm import check_lengths
 
@@ -387,9 +386,6 @@ def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, l
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
-_BLAS_LOCK = threading.Lock()
-_BLAS_THREADS: list = []   # [get, set] ctypes functions of numpy's OpenBLAS, or [None, None]
-_BLAS_USERS = [0, 0]       # calls inside single_threaded_blas, the thread count to restore
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -399,53 +395,6 @@ def _pool() -> ThreadPoolExecutor:
             _POOL = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
                                        thread_name_prefix="asrkit-attention")
         return _POOL
-
-
-def _blas_thread_functions():
-    with _BLAS_LOCK:
-        if not _BLAS_THREADS:
-            found = [None, None]
-            for path in _openblas_paths():
-                try:
-                    lib = ctypes.CDLL(path)
-                except OSError:
-                    continue
-                for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"),
-                                       ("openblas", "")):
-                    get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-                    put = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-                    if get is not None and put is not None:
-                        get.restype = ctypes.c_int
-                        put.argtypes = [ctypes.c_int]
-                        found = [get, put]
-                        break
-                if found[0] is not None:
-                    break
-            _BLAS_THREADS.extend(found)
-        return _BLAS_THREADS
-
-
-@contextlib.contextmanager
-def single_threaded_blas():
-    """Hold numpy's OpenBLAS at one thread while the block: the attention GEMMs run in parallel
-    threads of their own, and OpenBLAS's pool would serialise them and oversubscribe the cores.
-    The setting is process-wide and restored when the last such block ends."""
-    get, put = _blas_thread_functions()
-    if get is None:
-        yield
-        return
-    with _BLAS_LOCK:
-        if _BLAS_USERS[0] == 0:
-            _BLAS_USERS[1] = get()
-            put(1)
-        _BLAS_USERS[0] += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _BLAS_USERS[0] -= 1
-            if _BLAS_USERS[0] == 0:
-                put(_BLAS_USERS[1])
 
 
 def _deal(items, threads):
@@ -476,13 +425,29 @@ def _sequence_groups(lengths, threads):
 
 
 def _run(groups, fn):
-    """``fn(g, pairs)`` for every group: the first in this thread, the others in the pool."""
-    with single_threaded_blas():
-        futures = [_pool().submit(fn, g, pairs) for g, pairs in enumerate(groups) if g > 0]
-        if groups:
-            fn(0, groups[0])
-        for f in futures:
-            f.result()
+    """``fn(g, group)`` for every group, one per thread (the first in this one), each thread's
+    BLAS calls single-threaded through OpenBLAS's thread-local setting (the RNN-T kernel's
+    ``_blas_threads_local``): the GEMMs run in parallel threads of their own, and OpenBLAS's
+    pool would serialise them and oversubscribe the cores. Without that setting (another BLAS)
+    the groups run one after the other in this thread and the BLAS threads its own GEMMs."""
+    set_local = _blas_threads_local()
+    if set_local is None:
+        for g, group in enumerate(groups):
+            fn(g, group)
+        return
+
+    def work(g, group):
+        prev = set_local(1)
+        try:
+            fn(g, group)
+        finally:
+            set_local(prev)
+
+    futures = [_pool().submit(work, g, group) for g, group in enumerate(groups) if g > 0]
+    if groups:
+        work(0, groups[0])
+    for f in futures:
+        f.result()
 
 
 # --- entry points ----------------------------------------------------------------------------
