@@ -154,10 +154,12 @@ def run(args) -> int:
     if args.commands and os.path.exists(args.commands):
         commands = _read_text(args.commands).splitlines()
     out = args.out or os.path.join(exp, "report.html")
+    if os.path.isdir(out):
+        raise CommandError(f"{out}: is a directory; --out takes the file to write")
     try:
         write_report(out, args.title or exp, train_log=log, scores=scores, worst=args.worst,
                      commands=commands, configs=configs, network_dot=dot, summary=summary)
-    except OSError as e:
-        raise CommandError(os_error_message(out, e)) from None
+    except OSError as e:  # the error may name the temporary file the write goes through
+        raise CommandError(f"{out}: cannot write: {e.strerror or e}") from None
     print(f"wrote {out}")
     return 0
