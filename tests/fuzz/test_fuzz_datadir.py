@@ -72,10 +72,15 @@ def _check(datadir, tmp_path, name, seed, action):
     mutant = mutations(path.read_bytes(), seed=seed, count=1)[0]
     path.write_bytes(mutant)
     res = _act(action, datadir, tmp_path)
-    assert_clean_outcome(res, names=[name, str(datadir)])
-    if action == "validate" and res.returncode == 1:
-        problems = json.loads(res.stdout)["problems"]
-        assert problems and all(p["file"] for p in problems), res.describe()
+    if action != "validate":
+        assert_clean_outcome(res, names=[name, str(datadir)])
+        return
+    # validate --json reports on stdout: exit 1 with every problem placed, or 0 with none
+    assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.describe()
+    report = json.loads(res.stdout)
+    errors = [p for p in report["problems"] if p["severity"] == "error"]
+    assert bool(errors) == (res.returncode == 1), res.describe()
+    assert all(p["file"].startswith(str(datadir)) for p in report["problems"]), res.describe()
 
 
 @pytest.mark.parametrize("name", FILES)
