@@ -194,3 +194,52 @@ def _step(offsets, labels, nxt, fail, node, bonus, state, label):
         if s == 0:
             return 0, -node[state]
         s = fail[s]
+
+
+def token_phrases(hotwords: list[Hotword], tokens, unit: str = "word",
+                  word_delimiter: str = "|") -> list[list[tuple[int, float]]]:
+    """Hotwords as label sequences for the CTC prefix search: token ids + 1 (its context
+    labels), each word's boost spread evenly over its tokens (a phrase earns ``boost`` per
+    word whatever its spelling). ``unit`` as ``ctc_prefix_beam_search``'s: ``word`` (a word is
+    a token), ``char`` (its characters, ``word_delimiter`` between words, unboosted) or
+    ``bpe`` (greedy longest match of SentencePiece pieces, the first with ``▁``). ValueError
+    naming the hotword's line for a word the tokens cannot spell."""
+    index = {t: i for i, t in enumerate(tokens)}
+    out = []
+    for h in hotwords:
+        phrase: list[tuple[int, float]] = []
+        for k, word in enumerate(h.words):
+            if unit == "word":
+                pieces = [word]
+            elif unit == "char":
+                pieces = ([word_delimiter] if k else []) + list(word)
+            elif unit == "bpe":
+                pieces = _greedy_pieces(word, index)
+            else:
+                raise ValueError(f"unit must be 'word', 'char' or 'bpe', got {unit!r}")
+            missing = [p for p in pieces if p not in index] if pieces else [word]
+            if missing:
+                raise ValueError(f"{h.where or 'hotwords'}: {word!r} cannot be spelled with the "
+                                 f"model's tokens (no {missing[0]!r})")
+            spelled = [p for p in pieces if not (unit == "char" and p == word_delimiter)]
+            for p in pieces:
+                boost = h.boost / len(spelled) if p in spelled else 0.0
+                phrase.append((index[p] + 1, boost))
+        out.append(phrase)
+    return out
+
+
+def _greedy_pieces(word: str, index: dict) -> list[str]:
+    """``word`` as SentencePiece pieces by greedy longest match (``▁`` on the first); [] when
+    it cannot be spelled."""
+    pieces, i, first = [], 0, True
+    while i < len(word):
+        for j in range(len(word), i, -1):
+            piece = ("\u2581" if first else "") + word[i:j]
+            if piece in index:
+                pieces.append(piece)
+                i, first = j, False
+                break
+        else:
+            return []
+    return pieces

@@ -303,6 +303,7 @@ def _new_search(start, keep_links, use_ctx):
     tok_prev = np.empty(cap, np.int32)
     tok_arc = np.empty(cap, np.int32)
     tok_ctx = np.zeros(cap if use_ctx else 1, np.int32)
+    tok_link = np.full(cap if use_ctx else 1, -1, np.int32)
     cap_l = 4096 if keep_links else 1
     l_src = np.empty(cap_l, np.int32)
     l_dst = np.empty(cap_l, np.int32)
@@ -320,7 +321,7 @@ def _new_search(start, keep_links, use_ctx):
     ints[0] = 1
     floats = np.zeros(1, np.float32)  # the adaptive beam (set on the first frame)
     return (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, tok_ctx, l_src, l_dst, l_arc,
-            l_ac, l_gx, queue, ints, floats)
+            l_ac, l_gx, queue, ints, floats, tok_link)
 
 
 @numba.njit(cache=True)
@@ -340,13 +341,15 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
     state's epsilon closure); returns the new state (``_new_search``'s tuple).
 
     ``state2tok`` int32[S] must be all -1; it is all -1 again on return. ``ctx``: the arrays
-    of a hotword context graph (``ContextGraph.arrays``; without states, no biasing): each
-    token carries a context state, and an arc with a word adds the step's cost. With
+    of a hotword context graph (``ContextGraph.arrays``; without states, no biasing): a token
+    is then a (graph state, context state) pair, as in a search of the graph composed with the
+    context graph (the tokens of one graph state in a frame are chained by ``tok_link``), and
+    an arc with a word adds the context step's cost. With
     ``keep_links`` every expansion is kept as a link (src token, dst token, arc, acoustic cost,
     context cost). A search whose tokens all fall out of the beam is marked dead.
     """
     (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, tok_ctx, l_src, l_dst, l_arc, l_ac,
-     l_gx, queue, ints, floats) = st
+     l_gx, queue, ints, floats, tok_link) = st
     use_ctx = ctx[0].shape[0] > 1
     num_states = offsets.shape[0] - 1
     C = scores.shape[1]
@@ -370,6 +373,7 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
             tok_arc = _grow(tok_arc, n_tok + num_states, n_tok)
             if use_ctx:
                 tok_ctx = _grow(tok_ctx, n_tok + num_states, n_tok)
+                tok_link = _grow(tok_link, n_tok + num_states, n_tok)
         if t > 0:
             # -- emitting arcs: tokens of frame t - 1 -> new tokens of frame t --------------
             cutoff, adaptive_beam, best_tok = _cutoff(tok_cost, frame_begin, n_tok, beam,
@@ -415,12 +419,26 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
                         continue
                     d = dst[a]
                     nt = state2tok[d]
+                    if use_ctx:
+                        while nt >= 0 and tok_ctx[nt] != c_next:
+                            nt = tok_link[nt]
                     if nt < 0:
+                        if use_ctx and n_tok >= tok_state.shape[0]:
+                            tok_state = _grow(tok_state, n_tok, n_tok)
+                            tok_cost = _grow(tok_cost, n_tok, n_tok)
+                            tok_frame = _grow(tok_frame, n_tok, n_tok)
+                            tok_prev = _grow(tok_prev, n_tok, n_tok)
+                            tok_arc = _grow(tok_arc, n_tok, n_tok)
+                            tok_ctx = _grow(tok_ctx, n_tok, n_tok)
+                            tok_link = _grow(tok_link, n_tok, n_tok)
                         nt = n_tok
                         n_tok += 1
                         tok_state[nt] = d
                         tok_cost[nt] = INF
                         tok_frame[nt] = t
+                        if use_ctx:
+                            tok_ctx[nt] = c_next
+                            tok_link[nt] = state2tok[d]
                         state2tok[d] = nt
                     if keep_links:
                         if n_link >= l_src.shape[0]:
@@ -441,8 +459,6 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
                         tok_cost[nt] = c
                         tok_prev[nt] = tk
                         tok_arc[nt] = a
-                        if use_ctx:
-                            tok_ctx[nt] = c_next
                         if c + adaptive_beam < next_cutoff:
                             next_cutoff = c + adaptive_beam
             if n_tok == new_begin:
@@ -483,12 +499,26 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
                     continue
                 d = dst[a]
                 nt = state2tok[d]
+                if use_ctx:
+                    while nt >= 0 and tok_ctx[nt] != c_next:
+                        nt = tok_link[nt]
                 if nt < 0:
+                    if use_ctx and n_tok >= tok_state.shape[0]:
+                        tok_state = _grow(tok_state, n_tok, n_tok)
+                        tok_cost = _grow(tok_cost, n_tok, n_tok)
+                        tok_frame = _grow(tok_frame, n_tok, n_tok)
+                        tok_prev = _grow(tok_prev, n_tok, n_tok)
+                        tok_arc = _grow(tok_arc, n_tok, n_tok)
+                        tok_ctx = _grow(tok_ctx, n_tok, n_tok)
+                        tok_link = _grow(tok_link, n_tok, n_tok)
                     nt = n_tok
                     n_tok += 1
                     tok_state[nt] = d
                     tok_cost[nt] = INF
                     tok_frame[nt] = t
+                    if use_ctx:
+                        tok_ctx[nt] = c_next
+                        tok_link[nt] = state2tok[d]
                     state2tok[d] = nt
                 if keep_links:
                     if n_link >= l_src.shape[0]:
@@ -509,8 +539,6 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
                     tok_cost[nt] = c
                     tok_prev[nt] = tk
                     tok_arc[nt] = a
-                    if use_ctx:
-                        tok_ctx[nt] = c_next
                     if emit_begin[d] > offsets[d]:
                         queue = _grow(queue, qn, qn)
                         queue[qn] = nt
@@ -526,7 +554,7 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
     ints[2] = n_link
     floats[0] = adaptive_beam
     return (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, tok_ctx, l_src, l_dst, l_arc,
-            l_ac, l_gx, queue, ints, floats)
+            l_ac, l_gx, queue, ints, floats, tok_link)
 
 
 @numba.njit(cache=True)
@@ -708,7 +736,7 @@ class ViterbiSearch:
         """The best path over the frames so far (``final``: with final weights and, with
         ``lattice_beam``, the pruned lattice; otherwise a partial result without them)."""
         (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, tok_ctx, l_src, l_dst, l_arc,
-         l_ac, l_gx, _, ints, _) = self.st
+         l_ac, l_gx, _, ints, _, _) = self.st
         n_tok, n_link, T, g = int(ints[0]), int(ints[2]), self.T, self.g
         last = self._last()
         if not len(last):
