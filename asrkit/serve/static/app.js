@@ -442,7 +442,7 @@ function showTab(name) {
 
 async function start() {
   document.querySelectorAll("nav button").forEach(
-    (b) => b.addEventListener("click", () => showTab(b.dataset.tab)));
+    (b) => b.addEventListener("click", () => { location.hash = b.dataset.tab; }));
   $("mic-start").addEventListener("click", micStart);
   $("mic-stop").addEventListener("click", micStop);
   $("upload").addEventListener("click", uploadFile);
@@ -464,7 +464,10 @@ async function start() {
       setInterval(loadRuns, 15000);
       setInterval(pollJob, 1500);
     }
-    if (location.hash === "#experiments" && h.experiments) showTab("experiments");
+    const follow = () => showTab(location.hash === "#experiments" && h.experiments ?
+      "experiments" : "transcribe");
+    window.addEventListener("hashchange", follow);
+    follow();
   } catch (e) {
     $("model").textContent = `server: ${e.message}`;
   }
