@@ -28,6 +28,8 @@ as a third kind with the same two methods.
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 
 from asrkit.recognizer.options import RecognizerError
@@ -44,15 +46,18 @@ def subsampling_of(network: dict) -> int:
     return s
 
 
+_CPU = types.SimpleNamespace(device="cpu", g_writable=False)  # what an op's forward reads
+
+
 def _activation(name: str):
-    """The graph's own forward of activation ``name`` (identical numbers), or None."""
+    """The graph's own CPU forward of activation ``name`` (identical numbers), or None."""
     from asrkit.config.acoustic_net import ACTIVATIONS
 
     fn = ACTIVATIONS[name]
     if fn is None:
         return None
     prim = fn.primitive
-    return lambda x: prim.forward(None, x)
+    return lambda x: prim.forward(_CPU, x)
 
 
 class _Window:
