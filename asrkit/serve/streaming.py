@@ -59,6 +59,16 @@ def _query_options(query) -> tuple[int, str, dict]:
     return rate, fmt, options
 
 
+def _failure(e: Exception) -> str:
+    """The message of a failed step: a RecognizerError's own, else a logged internal error."""
+    from asrkit.recognizer import RecognizerError
+
+    if isinstance(e, RecognizerError):
+        return str(e)
+    log.error("stream step failed", exc_info=e)
+    return f"internal error: {type(e).__name__}: {e}"
+
+
 def _event(e) -> dict:
     return {"type": e.kind, **e.as_dict()}
 
@@ -101,8 +111,6 @@ async def handle(request: web.Request) -> web.WebSocketResponse:
 async def _run(ws, stream, rate: int, dtype, pool, opts, model_rate: int, fmt: str) -> None:
     """Read messages into a queue; decode whatever audio has arrived, in order, until the end
     message, the close of the socket, or a limit."""
-    from asrkit.recognizer import RecognizerError
-
     await _send(ws, {"type": "ready", "sample_rate": rate, "model_rate": model_rate,
                      "format": fmt})
     audio: list[np.ndarray] = []
@@ -171,8 +179,8 @@ async def _run(ws, stream, rate: int, dtype, pool, opts, model_rate: int, fmt: s
                 audio.clear()
                 try:
                     events = await pool.run(stream.accept, chunk, rate, admit=False)
-                except RecognizerError as e:
-                    await _send(ws, {"type": "error", "message": str(e)})
+                except Exception as e:  # noqa: BLE001 - this stream ends, the server goes on
+                    await _send(ws, {"type": "error", "message": _failure(e)})
                     closed = True
                     break
                 for e in events:
@@ -185,8 +193,8 @@ async def _run(ws, stream, rate: int, dtype, pool, opts, model_rate: int, fmt: s
         if ended and not closed:
             try:
                 events = await pool.run(stream.finish, admit=False)
-            except RecognizerError as e:
-                await _send(ws, {"type": "error", "message": str(e)})
+            except Exception as e:  # noqa: BLE001 - as above
+                await _send(ws, {"type": "error", "message": _failure(e)})
                 return
             for e in events:
                 await _send(ws, _event(e))

@@ -252,3 +252,42 @@ def test_the_command_serves_and_stops_on_sigterm(tone_folder, wav, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "asrkit", "serve", "--model-dir", tone_folder,
                           "--workers", "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "workers must be a whole number >= 1" in bad.stderr
+
+
+class BrokenStreams(Recognizer):
+    """The tone model, with streams whose steps fail as a bug would."""
+
+    def stream(self, **options):
+        inner = super().stream(**options)
+
+        class Broken:
+            def accept(self, samples, rate):
+                if len(samples) > RATE:
+                    raise RuntimeError("a bug in a step")
+                return inner.accept(samples, rate)
+
+            def finish(self):
+                return inner.finish()
+
+        return Broken()
+
+
+def test_a_failing_step_ends_that_stream_only(tone_folder, wav):
+    _, x, _ = wav
+    base = Recognizer.from_dir(tone_folder)
+    app = make_app(BrokenStreams(base.folder, base.options), ServeOptions(workers=1),
+                   warm_up=False)
+
+    async def go(url):
+        async with aiohttp.ClientSession() as s, s.ws_connect(stream_url(url, RATE)) as ws:
+            await ws.receive_json()
+            await ws.send_bytes((x * 32767).astype("<i2").tobytes())
+            return [json.loads(m.data) async for m in ws]
+
+    with BackgroundServer(app) as broken:
+        events = run(go(broken.url))
+        assert events[-1] == {"type": "error",
+                              "message": "internal error: RuntimeError: a bug in a step"}
+        r = run(stream_audio(broken.url, x[: RATE // 2], RATE))  # small chunks still work
+        assert not r.errors
+        assert run(_get(broken.url + "/health"))[1]["streams"] == 0
