@@ -97,6 +97,7 @@ class _Node:
     lm_state: object = None
     partial: str = ""  # the word being spelled (char / bpe units)
     words: tuple = ()
+    ctx_state: int = 0  # hotword context state (its scores are in lm_score)
 
 
 class _LmScorer:
@@ -146,9 +147,9 @@ def _logaddexp(a: float, b: float) -> float:
 class _Spelling:
     """Interned prefixes with their LM bookkeeping; node 0 is the empty prefix."""
 
-    def __init__(self, tokens, unit, word_delimiter, scorer: _LmScorer, lexicon):
+    def __init__(self, tokens, unit, word_delimiter, scorer: _LmScorer, lexicon, context=None):
         self.tokens, self.unit, self.delim = tokens, unit, word_delimiter
-        self.scorer, self.lexicon = scorer, lexicon
+        self.scorer, self.lexicon, self.context = scorer, lexicon, context
         self.nodes = [_Node(-1, -1, lm_state=scorer.start())]
         self.children: dict[tuple[int, int], int] = {}
 
@@ -161,6 +162,10 @@ class _Spelling:
             if node is None:
                 hit = -1
             else:
+                if self.context is not None:  # labels are token ids + 1 (0 is no label)
+                    node.ctx_state, boost = self.context.step(self.nodes[nid].ctx_state,
+                                                              tok + 1)
+                    node.lm_score += boost
                 self.nodes.append(node)
                 hit = len(self.nodes) - 1
             self.children[key] = hit
@@ -217,7 +222,7 @@ def ctc_prefix_beam_search(log_probs, tokens: Sequence[str] | None = None, blank
                            lm_weight: float = 0.5, word_bonus: float = 0.0, unit: str = "word",
                            word_delimiter: str = "|", length: int | None = None,
                            lexicon: Lexicon | Iterable[str] | None = None,
-                           score_beam: float = math.inf) -> list[Hypothesis]:
+                           score_beam: float = math.inf, context=None) -> list[Hypothesis]:
     """CTC prefix beam search, optionally fused with a word-level LM and constrained to a
     lexicon.
 
@@ -237,34 +242,96 @@ def ctc_prefix_beam_search(log_probs, tokens: Sequence[str] | None = None, blank
             (a hypothesis that ends inside a word is returned only when all do).
         score_beam: after each frame, prefixes scoring more than this many nats below the best
             are dropped too (flashlight's ``beam_threshold``); the default keeps ``beam``.
+        context: hotwords, a ``ContextGraph`` over token ids + 1
+            (``asrkit.decoders.context_graph.hotword_token_phrases``); its scores count in
+            ``Hypothesis.lm``.
     Returns:
         Up to ``nbest`` hypotheses, best first (end-of-sentence LM score included).
     """
-    if (lm is not None or lexicon is not None) and tokens is None:
-        raise ValueError("LM fusion and lexicon constraints need the token strings (tokens=...)")
-    if unit not in ("word", "char", "bpe"):
-        raise ValueError(f"unit must be 'word', 'char' or 'bpe', got {unit!r}")
-    beam, nbest = count("beam", beam), count("nbest", nbest)
-    token_beam = finite("token_beam", token_beam, 0.0, allow_inf=True)
-    score_beam = finite("score_beam", score_beam, 0.0, strict=True, allow_inf=True)
-    lm_weight, word_bonus = finite("lm_weight", lm_weight), finite("word_bonus", word_bonus)
-    if lexicon is not None and not isinstance(lexicon, Lexicon):
-        lexicon = Lexicon(lexicon)
-    scores = _valid_scores(log_probs, blank, length)
-    if tokens is not None and len(tokens) != scores.shape[1]:
-        raise ValueError(f"{len(tokens)} token strings for scores of {scores.shape[1]} tokens")
-    if lm is None and lexicon is None and (tokens is None or word_bonus == 0.0):
-        prefixes = _plain_prefix_search(scores, blank, beam, token_beam, score_beam)
-        return _finish_plain(prefixes, tokens, unit, word_delimiter, word_bonus, nbest)
-    spell = _Spelling(tokens, unit, word_delimiter, _LmScorer(lm, lm_weight, word_bonus),
-                      lexicon)
-    nodes, children = spell.nodes, spell.children
-    beams: dict[int, list[float]] = {0: [0.0, NEG_INF]}  # prefix -> [p_blank, p_nonblank]
+    search = CtcPrefixSearch(tokens, blank, beam, token_beam, lm, lm_weight, word_bonus, unit,
+                             word_delimiter, lexicon, score_beam, context)
+    nbest = count("nbest", nbest)
+    scores = _valid_scores(log_probs, search.blank, length)
+    search.advance(scores)
+    return search.finish(nbest)
 
-    def extend_all(candidates: list[tuple[int, float]]) -> dict[int, list[float]]:
+
+class CtcPrefixSearch:
+    """The CTC prefix beam search of ``ctc_prefix_beam_search`` (same options but ``nbest``
+    and ``length``), fed scores in blocks of frames: ``advance(scores [n, C])``, ``best()`` for
+    the best hypothesis so far (a partial result: no end-of-sentence score, a word being
+    spelled not yet scored), ``finish(nbest)`` for the final hypotheses. Fed an utterance's
+    frames in any blocks, ``finish`` equals ``ctc_prefix_beam_search`` on all of them."""
+
+    def __init__(self, tokens: Sequence[str] | None = None, blank: int = 0, beam: int = 16,
+                 token_beam: float = 12.0, lm=None, lm_weight: float = 0.5,
+                 word_bonus: float = 0.0, unit: str = "word", word_delimiter: str = "|",
+                 lexicon: Lexicon | Iterable[str] | None = None, score_beam: float = math.inf,
+                 context=None):
+        if (lm is not None or lexicon is not None) and tokens is None:
+            raise ValueError("LM fusion and lexicon constraints need the token strings "
+                             "(tokens=...)")
+        if unit not in ("word", "char", "bpe"):
+            raise ValueError(f"unit must be 'word', 'char' or 'bpe', got {unit!r}")
+        self.blank = count("blank", blank, 0)
+        self.beam = count("beam", beam)
+        self.token_beam = finite("token_beam", token_beam, 0.0, allow_inf=True)
+        self.score_beam = finite("score_beam", score_beam, 0.0, strict=True, allow_inf=True)
+        lm_weight, word_bonus = finite("lm_weight", lm_weight), finite("word_bonus", word_bonus)
+        if lexicon is not None and not isinstance(lexicon, Lexicon):
+            lexicon = Lexicon(lexicon)
+        self.tokens, self.unit, self.word_delimiter = tokens, unit, word_delimiter
+        self.lm, self.lm_weight, self.word_bonus = lm, lm_weight, word_bonus
+        self.lexicon, self.context = lexicon, context
+        self.T = 0
+        self.num_tokens = None
+        self.compiled = (lm is None and lexicon is None and context is None
+                         and (tokens is None or word_bonus == 0.0))
+        if self.compiled:
+            self.state = _new_prefix_state()
+        else:
+            self.spell = _Spelling(tokens, unit, word_delimiter,
+                                   _LmScorer(lm, lm_weight, word_bonus), lexicon, context)
+            self.beams: dict[int, list[float]] = {0: [0.0, NEG_INF]}  # prefix -> [p_b, p_nb]
+
+    def advance(self, log_probs) -> None:
+        """Search more frames ``[n, C]`` (array or decodable); ValueError for NaN/+inf scores,
+        a blank id beyond the scores or a change of width."""
+        scores = _valid_scores(log_probs, self.blank, None)
+        if self.num_tokens is None:
+            if self.tokens is not None and len(self.tokens) != scores.shape[1]:
+                raise ValueError(f"{len(self.tokens)} token strings for scores of "
+                                 f"{scores.shape[1]} tokens")
+            self.num_tokens = scores.shape[1]
+        elif scores.shape[1] != self.num_tokens:
+            raise ValueError(f"scores of {scores.shape[1]} tokens after {self.num_tokens}")
+        self.T += scores.shape[0]
+        if not scores.shape[0]:
+            return
+        if self.compiled:
+            self.state = _prefix_search_kernel(
+                np.ascontiguousarray(scores, np.float32), self.blank, self.beam,
+                float(self.token_beam), float(self.score_beam), *self.state)
+            return
+        for t in range(scores.shape[0]):
+            self._frame(scores[t])
+
+    def _frame(self, frame: np.ndarray) -> None:
+        cand = np.flatnonzero(frame >= frame.max() - self.token_beam)
+        nxt = self._extend_all(list(zip(cand.tolist(), frame[cand].tolist())))
+        if not nxt and len(cand) < len(frame):
+            # the lexicon forbade every likely token: fall back to all of them (blank included)
+            nxt = self._extend_all(list(enumerate(frame.tolist())))
+        nodes = self.spell.nodes
+        self.beams = _prune(nxt, self.beam, self.score_beam,
+                            lambda n, e: _logaddexp(e[0], e[1]) + nodes[n].lm_score)
+
+    def _extend_all(self, candidates: list[tuple[int, float]]) -> dict[int, list[float]]:
         """Every beam entry extended by every candidate (token, log p): the next entries."""
+        spell, blank = self.spell, self.blank
+        nodes, children = spell.nodes, spell.children
         nxt: dict[int, list[float]] = {}
-        for nid, (p_b, p_nb) in beams.items():
+        for nid, (p_b, p_nb) in self.beams.items():
             total = _logaddexp(p_b, p_nb)
             last = nodes[nid].token
             for c, lp in candidates:
@@ -294,37 +361,67 @@ def ctc_prefix_beam_search(log_probs, tokens: Sequence[str] | None = None, blank
                 e[1] = _logaddexp(e[1], new_total)
         return nxt
 
-    for t in range(scores.shape[0]):
-        frame = scores[t]
-        cand = np.flatnonzero(frame >= frame.max() - token_beam)
-        nxt = extend_all(list(zip(cand.tolist(), frame[cand].tolist())))
-        if not nxt and len(cand) < len(frame):
-            # the lexicon forbade every likely token: fall back to all of them (blank included)
-            nxt = extend_all(list(enumerate(frame.tolist())))
-        beams = _prune(nxt, beam, score_beam, lambda n, e: _logaddexp(e[0], e[1])
-                       + nodes[n].lm_score)
-
-    finals = []
-    ends_in_word = {nid for nid in beams if lexicon is not None and unit != "word"
-                    and nodes[nid].partial and nodes[nid].partial not in lexicon.words}
-    if len(ends_in_word) == len(beams):
-        ends_in_word = set()  # nothing ends cleanly: keep the spellings rather than nothing
-    for nid, (p_b, p_nb) in beams.items():
-        if nid in ends_in_word:
-            continue
+    def best(self) -> Hypothesis:
+        """The best hypothesis so far (scores as during the search: no end-of-sentence LM
+        score, a word being spelled unscored, an unfinished hotword match still boosted)."""
+        if self.compiled:
+            return _finish_plain(self._plain(), self.tokens, self.unit, self.word_delimiter,
+                                 self.word_bonus, 1)[0]
+        nodes = self.spell.nodes
+        nid, (p_b, p_nb) = max(self.beams.items(), key=lambda kv: _logaddexp(*kv[1])
+                               + nodes[kv[0]].lm_score)
         node = nodes[nid]
         total = _logaddexp(p_b, p_nb)
-        lm_score, words, state = node.lm_score, node.words, node.lm_state
-        if unit != "word" and node.partial:
-            add, state = spell.scorer.add_word(state, node.partial)
-            lm_score, words = lm_score + add, words + (node.partial,)
-        if lm is not None:
-            log10p, _ = lm.score_word(state, "</s>")
-            lm_score += lm_weight * log10p * LN10
-        finals.append(Hypothesis(spell.token_ids(nid), list(words), total + lm_score, total,
-                                 lm_score))
-    finals.sort(key=lambda h: h.score, reverse=True)
-    return finals[:nbest]
+        words = list(node.words) + ([node.partial] if self.unit != "word" and node.partial
+                                    else [])
+        return Hypothesis(self.spell.token_ids(nid), words, total + node.lm_score, total,
+                          node.lm_score)
+
+    def _plain(self):
+        """The compiled search's beam as [(token ids, log p)]."""
+        cur, cur_b, cur_nb, parent, token = self.state[5], self.state[6], self.state[7], \
+            self.state[0], self.state[1]
+        out = []
+        for i, nid in enumerate(cur.tolist()):
+            total = _logaddexp(float(cur_b[i]), float(cur_nb[i]))
+            toks = []
+            while nid > 0:
+                toks.append(int(token[nid]))
+                nid = int(parent[nid])
+            out.append((toks[::-1], total))
+        return out
+
+    def finish(self, nbest: int = 1) -> list[Hypothesis]:
+        """Up to ``nbest`` hypotheses over the frames so far, best first (end-of-sentence LM
+        score and the last word's scores included, an unfinished hotword match taken back)."""
+        nbest = count("nbest", nbest)
+        if self.compiled:
+            return _finish_plain(self._plain(), self.tokens, self.unit, self.word_delimiter,
+                                 self.word_bonus, nbest)
+        nodes, lexicon, unit, lm = self.spell.nodes, self.lexicon, self.unit, self.lm
+        finals = []
+        ends_in_word = {nid for nid in self.beams if lexicon is not None and unit != "word"
+                        and nodes[nid].partial and nodes[nid].partial not in lexicon.words}
+        if len(ends_in_word) == len(self.beams):
+            ends_in_word = set()  # nothing ends cleanly: keep the spellings rather than nothing
+        for nid, (p_b, p_nb) in self.beams.items():
+            if nid in ends_in_word:
+                continue
+            node = nodes[nid]
+            total = _logaddexp(p_b, p_nb)
+            lm_score, words, state = node.lm_score, node.words, node.lm_state
+            if unit != "word" and node.partial:
+                add, state = self.spell.scorer.add_word(state, node.partial)
+                lm_score, words = lm_score + add, words + (node.partial,)
+            if lm is not None:
+                log10p, _ = lm.score_word(state, "</s>")
+                lm_score += self.lm_weight * log10p * LN10
+            if self.context is not None:
+                lm_score += self.context.final_score(node.ctx_state)
+            finals.append(Hypothesis(self.spell.token_ids(nid), list(words), total + lm_score,
+                                     total, lm_score))
+        finals.sort(key=lambda h: h.score, reverse=True)
+        return finals[:nbest]
 
 
 def _prune(entries: dict, beam: int, score_beam: float, score) -> dict:
@@ -367,22 +464,28 @@ def _lae(a, b):
 
 
 @numba.njit(cache=True)
-def _prefix_search_kernel(scores, blank, beam, token_beam, score_beam):
-    """Prefix beam search without LM over ``scores`` float32 [T, C]. Prefixes are interned
-    nodes (parent int32, token int32; node 0 = empty prefix). Returns the final beam's node
-    ids, their log-probabilities and the node arrays (parent, token)."""
-    T, C = scores.shape
+def _new_prefix_state():
+    """The compiled search's state before the first frame (``_prefix_search_kernel``)."""
     cap = 1024
     parent = np.empty(cap, np.int32)
     token = np.empty(cap, np.int32)
     parent[0] = -1
     token[0] = -1
-    n_nodes = 1
     children = numba.typed.Dict.empty(numba.types.int64, numba.types.int64)
     slot = np.full(cap, -1, np.int64)  # node -> index in the next frame's entries
-    cur = np.zeros(1, np.int64)
-    cur_b = np.zeros(1, np.float64)
-    cur_nb = np.full(1, -np.inf)
+    return (parent, token, 1, children, slot, np.zeros(1, np.int64), np.zeros(1, np.float64),
+            np.full(1, -np.inf))
+
+
+@numba.njit(cache=True)
+def _prefix_search_kernel(scores, blank, beam, token_beam, score_beam, parent, token, n_nodes,
+                          children, slot, cur, cur_b, cur_nb):
+    """Prefix beam search without LM over ``scores`` float32 [T, C], continuing from the
+    state ``_new_prefix_state`` made or a previous call returned: prefixes are interned nodes
+    (parent int32, token int32; node 0 = empty prefix; ``children`` maps node * C + token to
+    a node) and the beam is ``cur`` (node ids) with their blank and non-blank
+    log-probabilities. Returns the new state."""
+    T, C = scores.shape
     for t in range(T):
         frame = scores[t]
         top = frame.max()
@@ -452,22 +555,4 @@ def _prefix_search_kernel(scores, blank, beam, token_beam, score_beam):
         cur = nxt[order]
         cur_b = nxt_b[order]
         cur_nb = nxt_nb[order]
-    totals = np.empty(cur.shape[0])
-    for i in range(cur.shape[0]):
-        totals[i] = _lae(cur_b[i], cur_nb[i])
-    return cur, totals, parent[:n_nodes], token[:n_nodes]
-
-
-def _plain_prefix_search(scores, blank, beam, token_beam, score_beam):
-    """The compiled search; returns [(token ids, log p)] of the final beam, best first."""
-    nodes, totals, parent, token = _prefix_search_kernel(
-        np.ascontiguousarray(scores, np.float32), int(blank), int(beam), float(token_beam),
-        float(score_beam))
-    out = []
-    for nid, total in zip(nodes.tolist(), totals.tolist()):
-        toks = []
-        while nid > 0:
-            toks.append(int(token[nid]))
-            nid = int(parent[nid])
-        out.append((toks[::-1], total))
-    return out
+    return parent, token, n_nodes, children, slot, cur, cur_b, cur_nb

@@ -131,18 +131,26 @@ class UtteranceResult:
 
 
 def decode_utterance(graph: DecodingGraph, log_probs: np.ndarray,
-                     opts: DecodeOptions | None = None) -> UtteranceResult:
-    """Decode ``log_probs`` float32 [T, C] (network log-softmax outputs) with ``graph``."""
-    from asrkit.decoders.lattice import nbest_split
-
+                     opts: DecodeOptions | None = None, context=None) -> UtteranceResult:
+    """Decode ``log_probs`` float32 [T, C] (network log-softmax outputs) with ``graph``;
+    ``context``: hotwords, a ``ContextGraph`` over the graph's word ids."""
     opts = opts or DecodeOptions()
-    want_lattice = opts.nbest > 1
     res = viterbi_decode(graph.arrays, log_probs, beam=opts.beam, max_active=opts.max_active,
                          min_active=opts.min_active, beam_delta=opts.beam_delta,
                          acoustic_scale=opts.acoustic_scale,
                          word_insertion_penalty=opts.word_insertion_penalty,
                          ilabel_offset=graph.ilabel_offset,
-                         lattice_beam=opts.lattice_beam if want_lattice else None)
+                         lattice_beam=opts.lattice_beam if opts.nbest > 1 else None,
+                         context=context)
+    return utterance_result(graph, res, opts)
+
+
+def utterance_result(graph: DecodingGraph, res, opts: DecodeOptions) -> UtteranceResult:
+    """The words, n-best list (from the lattice when ``opts.nbest`` > 1 and the search kept
+    one), confidences and word times of a search's ``DecodeResult``."""
+    from asrkit.decoders.lattice import nbest_split
+
+    want_lattice = opts.nbest > 1
     words = [graph.words.get(w, f"<{w}>") for w in res.words]
     best_split = (res.acoustic_cost, res.graph_cost)
     nbest: list[tuple[list[str], float]] = [(words, res.cost)]

@@ -26,11 +26,13 @@ The search, the cutoff and the back-trace are numba-compiled; nothing per frame 
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 
 import numba
 import numpy as np
 
+from asrkit.decoders.context_graph import _step as _ctx_step
 from asrkit.decoders.decodable import as_matrix
 
 INF = np.float32(np.inf)
@@ -292,42 +294,74 @@ def _cutoff(tok_cost, begin, end, beam, max_active, min_active, beam_delta):
 
 
 @numba.njit(cache=True)
-def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ilabel_offset,
-            beam, max_active, min_active, beam_delta, wip, keep_links, state2tok):
-    """The frame-synchronous search; see the module docstring. ``state2tok`` int32[S] must be
-    all -1; it is all -1 again on return.
-
-    Returns tokens (state, cost, frame, previous token, arc), the first token of the last
-    frame, and, with ``keep_links``, every expansion as links (src token, dst token, arc,
-    acoustic cost); otherwise the link arrays are empty.
-    """
-    num_states = offsets.shape[0] - 1
-    T = scores.shape[0]
-    C = scores.shape[1]
+def _new_search(start, keep_links, use_ctx):
+    """The state of a search before its first frame (see ``_advance``): token 0 at ``start``."""
     cap = 1024
     tok_state = np.empty(cap, np.int32)
     tok_cost = np.empty(cap, np.float32)
     tok_frame = np.empty(cap, np.int32)
     tok_prev = np.empty(cap, np.int32)
     tok_arc = np.empty(cap, np.int32)
+    tok_ctx = np.zeros(cap if use_ctx else 1, np.int32)
+    tok_link = np.full(cap if use_ctx else 1, -1, np.int32)
     cap_l = 4096 if keep_links else 1
     l_src = np.empty(cap_l, np.int32)
     l_dst = np.empty(cap_l, np.int32)
     l_arc = np.empty(cap_l, np.int32)
     l_ac = np.empty(cap_l, np.float32)
-    n_link = 0
+    l_gx = np.zeros(cap_l if keep_links and use_ctx else 1, np.float32)
     queue = np.empty(256, np.int32)
-
     tok_state[0] = start
     tok_cost[0] = 0.0
     tok_frame[0] = 0
     tok_prev[0] = -1
     tok_arc[0] = -1
-    n_tok = 1
-    state2tok[start] = 0
-    frame_begin = 0
-    adaptive_beam = beam
-    for t in range(T + 1):
+    # counters: tokens, first token of the last frame, links, next frame to make, dead (0/1)
+    ints = np.zeros(5, np.int64)
+    ints[0] = 1
+    floats = np.zeros(1, np.float32)  # the adaptive beam (set on the first frame)
+    return (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, tok_ctx, l_src, l_dst, l_arc,
+            l_ac, l_gx, queue, ints, floats, tok_link)
+
+
+@numba.njit(cache=True)
+def _word_step(ctx, use_ctx, c_state, word):
+    """Context state and extra cost of emitting ``word`` after context ``c_state``."""
+    if not use_ctx or word == 0:
+        return c_state, np.float32(0.0)
+    nxt, score = _ctx_step(ctx[0], ctx[1], ctx[2], ctx[3], ctx[4], ctx[5], c_state, word)
+    return nxt, np.float32(-score)
+
+
+@numba.njit(cache=True)
+def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, ilabel_offset,
+             beam, max_active, min_active, beam_delta, wip, keep_links, state2tok, ctx, st):
+    """Run the frame-synchronous search (module docstring) from its next frame up to token
+    frame ``t_end`` (frame t's tokens have read scores rows ``0 .. t-1``; frame 0 is the start
+    state's epsilon closure); returns the new state (``_new_search``'s tuple).
+
+    ``state2tok`` int32[S] must be all -1; it is all -1 again on return. ``ctx``: the arrays
+    of a hotword context graph (``ContextGraph.arrays``; without states, no biasing): a token
+    is then a (graph state, context state) pair, as in a search of the graph composed with the
+    context graph (the tokens of one graph state in a frame are chained by ``tok_link``), and
+    an arc with a word adds the context step's cost. With
+    ``keep_links`` every expansion is kept as a link (src token, dst token, arc, acoustic cost,
+    context cost). A search whose tokens all fall out of the beam is marked dead.
+    """
+    (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, tok_ctx, l_src, l_dst, l_arc, l_ac,
+     l_gx, queue, ints, floats, tok_link) = st
+    use_ctx = ctx[0].shape[0] > 1
+    num_states = offsets.shape[0] - 1
+    C = scores.shape[1]
+    n_tok = ints[0]
+    frame_begin = ints[1]
+    n_link = ints[2]
+    adaptive_beam = floats[0] if ints[3] > 0 else beam
+    if ints[3] == 0:
+        state2tok[tok_state[0]] = 0
+    for t in range(ints[3], t_end + 1):
+        if ints[4]:
+            break
         new_begin = n_tok
         # a frame holds at most one token per state: growing here, outside the arc loops,
         # keeps the arrays fixed inside them (numba then keeps their pointers in registers)
@@ -337,11 +371,15 @@ def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ila
             tok_frame = _grow(tok_frame, n_tok + num_states, n_tok)
             tok_prev = _grow(tok_prev, n_tok + num_states, n_tok)
             tok_arc = _grow(tok_arc, n_tok + num_states, n_tok)
+            if use_ctx:
+                tok_ctx = _grow(tok_ctx, n_tok + num_states, n_tok)
+                tok_link = _grow(tok_link, n_tok + num_states, n_tok)
         if t > 0:
             # -- emitting arcs: tokens of frame t - 1 -> new tokens of frame t --------------
             cutoff, adaptive_beam, best_tok = _cutoff(tok_cost, frame_begin, n_tok, beam,
                                                       max_active, min_active, beam_delta)
             if best_tok < 0:
+                ints[4] = 1
                 break
             row = t - 1
             # the best token's expansions give a tight cutoff for the new frame at once
@@ -353,6 +391,8 @@ def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ila
                     c = tok_cost[best_tok] + weight[a] - scores[row, col]
                     if olabel[a] != 0:
                         c += wip
+                        if use_ctx:
+                            c += _word_step(ctx, use_ctx, tok_ctx[best_tok], olabel[a])[1]
                     if c + adaptive_beam < next_cutoff:
                         next_cutoff = c + adaptive_beam
             for tk in range(frame_begin, new_begin):
@@ -366,18 +406,39 @@ def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ila
                         continue
                     ac = -scores[row, col]
                     c = tc + weight[a] + ac
+                    c_next = 0
+                    gx = np.float32(0.0)
                     if olabel[a] != 0:
                         c += wip
+                        if use_ctx:
+                            c_next, gx = _word_step(ctx, use_ctx, tok_ctx[tk], olabel[a])
+                            c += gx
+                    elif use_ctx:
+                        c_next = tok_ctx[tk]
                     if c >= next_cutoff:
                         continue
                     d = dst[a]
                     nt = state2tok[d]
+                    if use_ctx:
+                        while nt >= 0 and tok_ctx[nt] != c_next:
+                            nt = tok_link[nt]
                     if nt < 0:
+                        if use_ctx and n_tok >= tok_state.shape[0]:
+                            tok_state = _grow(tok_state, n_tok, n_tok)
+                            tok_cost = _grow(tok_cost, n_tok, n_tok)
+                            tok_frame = _grow(tok_frame, n_tok, n_tok)
+                            tok_prev = _grow(tok_prev, n_tok, n_tok)
+                            tok_arc = _grow(tok_arc, n_tok, n_tok)
+                            tok_ctx = _grow(tok_ctx, n_tok, n_tok)
+                            tok_link = _grow(tok_link, n_tok, n_tok)
                         nt = n_tok
                         n_tok += 1
                         tok_state[nt] = d
                         tok_cost[nt] = INF
                         tok_frame[nt] = t
+                        if use_ctx:
+                            tok_ctx[nt] = c_next
+                            tok_link[nt] = state2tok[d]
                         state2tok[d] = nt
                     if keep_links:
                         if n_link >= l_src.shape[0]:
@@ -385,10 +446,14 @@ def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ila
                             l_dst = _grow(l_dst, n_link, n_link)
                             l_arc = _grow(l_arc, n_link, n_link)
                             l_ac = _grow(l_ac, n_link, n_link)
+                            if use_ctx:
+                                l_gx = _grow(l_gx, n_link, n_link)
                         l_src[n_link] = tk
                         l_dst[n_link] = nt
                         l_arc[n_link] = a
                         l_ac[n_link] = ac
+                        if use_ctx:
+                            l_gx[n_link] = gx
                         n_link += 1
                     if c < tok_cost[nt]:
                         tok_cost[nt] = c
@@ -398,6 +463,7 @@ def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ila
                             next_cutoff = c + adaptive_beam
             if n_tok == new_begin:
                 frame_begin = new_begin
+                ints[4] = 1
                 break
         # -- epsilon arcs within the frame -----------------------------------------------------
         eps_best = INF
@@ -420,18 +486,39 @@ def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ila
             s = tok_state[tk]
             for a in range(offsets[s], emit_begin[s]):
                 c = tc + weight[a]
+                c_next = 0
+                gx = np.float32(0.0)
                 if olabel[a] != 0:
                     c += wip
+                    if use_ctx:
+                        c_next, gx = _word_step(ctx, use_ctx, tok_ctx[tk], olabel[a])
+                        c += gx
+                elif use_ctx:
+                    c_next = tok_ctx[tk]
                 if c >= eps_cutoff:
                     continue
                 d = dst[a]
                 nt = state2tok[d]
+                if use_ctx:
+                    while nt >= 0 and tok_ctx[nt] != c_next:
+                        nt = tok_link[nt]
                 if nt < 0:
+                    if use_ctx and n_tok >= tok_state.shape[0]:
+                        tok_state = _grow(tok_state, n_tok, n_tok)
+                        tok_cost = _grow(tok_cost, n_tok, n_tok)
+                        tok_frame = _grow(tok_frame, n_tok, n_tok)
+                        tok_prev = _grow(tok_prev, n_tok, n_tok)
+                        tok_arc = _grow(tok_arc, n_tok, n_tok)
+                        tok_ctx = _grow(tok_ctx, n_tok, n_tok)
+                        tok_link = _grow(tok_link, n_tok, n_tok)
                     nt = n_tok
                     n_tok += 1
                     tok_state[nt] = d
                     tok_cost[nt] = INF
                     tok_frame[nt] = t
+                    if use_ctx:
+                        tok_ctx[nt] = c_next
+                        tok_link[nt] = state2tok[d]
                     state2tok[d] = nt
                 if keep_links:
                     if n_link >= l_src.shape[0]:
@@ -439,10 +526,14 @@ def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ila
                         l_dst = _grow(l_dst, n_link, n_link)
                         l_arc = _grow(l_arc, n_link, n_link)
                         l_ac = _grow(l_ac, n_link, n_link)
+                        if use_ctx:
+                            l_gx = _grow(l_gx, n_link, n_link)
                     l_src[n_link] = tk
                     l_dst[n_link] = nt
                     l_arc[n_link] = a
                     l_ac[n_link] = 0.0
+                    if use_ctx:
+                        l_gx[n_link] = gx
                     n_link += 1
                 if c < tok_cost[nt]:
                     tok_cost[nt] = c
@@ -457,9 +548,13 @@ def _search(offsets, emit_begin, dst, ilabel, olabel, weight, start, scores, ila
         # the frame is complete: its tokens leave the state map before the next one is made
         for i in range(frame_begin, n_tok):
             state2tok[tok_state[i]] = -1
-    return (tok_state[:n_tok], tok_cost[:n_tok], tok_frame[:n_tok], tok_prev[:n_tok],
-            tok_arc[:n_tok], frame_begin, l_src[:n_link], l_dst[:n_link], l_arc[:n_link],
-            l_ac[:n_link])
+        ints[3] = t + 1
+    ints[0] = n_tok
+    ints[1] = frame_begin
+    ints[2] = n_link
+    floats[0] = adaptive_beam
+    return (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, tok_ctx, l_src, l_dst, l_arc,
+            l_ac, l_gx, queue, ints, floats, tok_link)
 
 
 @numba.njit(cache=True)
@@ -524,10 +619,175 @@ def _backward_costs(n_tok, l_src, l_dst, l_cost, end_cost):
     return beta
 
 
+class ViterbiSearch:
+    """One utterance's search, fed scores frame block by frame block (streaming) or all at
+    once (``viterbi_decode``); the options are ``viterbi_decode``'s.
+
+    ``advance(scores)`` runs the search over more frames ``[n, C]``; ``best(use_final)`` is the
+    best token now (a partial result: ``result(final=False)``); ``result()`` is the outcome so
+    far as a ``DecodeResult``, with the lattice when ``lattice_beam`` is given. Fed the frames
+    of an utterance in any blocks, ``result()`` equals ``viterbi_decode`` on all of them.
+    ``context``: a hotword ``ContextGraph`` over word ids (None: no biasing); its costs count
+    in the graph cost.
+    """
+
+    def __init__(self, graph: GraphArrays, beam: float = 16.0, max_active: int = 7000,
+                 min_active: int = 200, acoustic_scale: float = 1.0,
+                 word_insertion_penalty: float = 0.0, ilabel_offset: int = 1,
+                 lattice_beam: float | None = None, beam_delta: float = 0.5, context=None):
+        from asrkit.decoders.context_graph import empty_arrays
+        from asrkit.decoders.options import count, finite
+
+        self.beam = np.float32(finite("beam", beam, 0.0, strict=True))
+        self.max_active = count("max_active", max_active)
+        self.min_active = count("min_active", min_active, 0)
+        self.acoustic_scale = finite("acoustic_scale", acoustic_scale, 0.0, strict=True)
+        self.wip = np.float32(finite("word_insertion_penalty", word_insertion_penalty))
+        self.beam_delta = np.float32(finite("beam_delta", beam_delta, 0.0))
+        self.lattice_beam = None if lattice_beam is None else \
+            finite("lattice_beam", lattice_beam, 0.0, strict=True)
+        self.ilabel_offset = int(ilabel_offset)
+        self.g = graph.search_arrays()
+        self.context = context
+        self.ctx = empty_arrays() if context is None else context.arrays()
+        self.keep_links = self.lattice_beam is not None
+        self.scores = np.zeros((0, 0), np.float32)  # rows 0..T-1 used
+        self.T = 0
+        self.st = _new_search(self.g.start, self.keep_links, context is not None)
+
+    def advance(self, log_likelihoods) -> None:
+        """Search ``[n, C]`` more frames of scores (array or decodable; ``acoustic_scale``
+        applied here). ValueError when they hold NaN or +inf or change width."""
+        new = as_matrix(log_likelihoods, self.acoustic_scale)
+        if self.T and new.shape[1] != self.scores.shape[1]:
+            raise ValueError(f"scores of {new.shape[1]} tokens after {self.scores.shape[1]}")
+        if self.T + len(new) > len(self.scores) or not self.T:
+            grown = np.zeros((max(2 * len(self.scores), self.T + len(new), 64), new.shape[1]),
+                             np.float32)
+            if self.T:
+                grown[:self.T] = self.scores[:self.T]
+            self.scores = grown
+        self.scores[self.T:self.T + len(new)] = new
+        self.T += len(new)
+        g = self.g
+        try:
+            self.st = _advance(g.offsets, g.emit_begin, g.dst, g.ilabel, g.olabel, g.weight,
+                               self.scores, self.T, self.ilabel_offset, self.beam,
+                               self.max_active, self.min_active, self.beam_delta, self.wip,
+                               self.keep_links, g.state_map(), self.ctx, self.st)
+        except BaseException:
+            g.drop_state_map()  # an interrupted search may leave entries set
+            raise
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.st[12][0])
+
+    def _last(self) -> np.ndarray:
+        """Tokens of the last frame (empty when the search died before frame T)."""
+        ints = self.st[12]
+        last = np.arange(ints[1], ints[0])
+        if len(last) == 0 or self.st[2][last[0]] != self.T:
+            return last[:0]
+        return last
+
+    def _end_costs(self, last: np.ndarray, use_final: bool) -> tuple[np.ndarray, bool]:
+        """Cost of each last-frame token to the end, and whether a final state is among them
+        (``use_final`` False: no final weights). An unfinished hotword match is taken back."""
+        tok_state, tok_cost = self.st[0], self.st[1]
+        cost = tok_cost[last]
+        if self.context is not None:
+            cost = cost + self.context.node[self.st[5][last]]
+        if not use_final:
+            return cost, False
+        with_final = cost + self.g.final[tok_state[last]]
+        reached = bool(np.isfinite(with_final).any())
+        return (with_final if reached else cost), reached
+
+    def final_relative_cost(self) -> float:
+        """Kaldi's ``FinalRelativeCost``: the best cost with final weights minus the best
+        without (inf when no final state is active); small values mean the utterance can end
+        here."""
+        last = self._last()
+        if not len(last):
+            return math.inf
+        with_final, reached = self._end_costs(last, True)
+        if not reached:
+            return math.inf
+        return float(with_final.min() - self._end_costs(last, False)[0].min())
+
+    def traceback(self, use_final: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """The best path so far: its arcs (int32, indices into the search arrays) and the
+        frame each arc consumed or follows (int32; -1 for the start's epsilon arcs)."""
+        last = self._last()
+        if not len(last):
+            return np.zeros(0, np.int32), np.zeros(0, np.int32)
+        cost, _ = self._end_costs(last, use_final)
+        tk = int(last[int(np.argmin(cost))])
+        tok_frame, tok_prev, tok_arc = self.st[2], self.st[3], self.st[4]
+        arcs, frames = [], []
+        while tok_arc[tk] >= 0:
+            arcs.append(tok_arc[tk])
+            frames.append(tok_frame[tk] - 1)
+            tk = tok_prev[tk]
+        return np.array(arcs[::-1], np.int32), np.array(frames[::-1], np.int32)
+
+    def result(self, final: bool = True) -> DecodeResult:
+        """The best path over the frames so far (``final``: with final weights and, with
+        ``lattice_beam``, the pruned lattice; otherwise a partial result without them)."""
+        (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, tok_ctx, l_src, l_dst, l_arc,
+         l_ac, l_gx, _, ints, _, _) = self.st
+        n_tok, n_link, T, g = int(ints[0]), int(ints[2]), self.T, self.g
+        last = self._last()
+        if not len(last):
+            return DecodeResult([], np.zeros((0, 2), np.int32), float("inf"), float("inf"),
+                                float("inf"), False, num_tokens=n_tok)
+        end_cost, reached = self._end_costs(last, final)
+        best_tok = int(last[int(np.argmin(end_cost))])
+        total = float(end_cost.min())
+        scores = self.scores[:T]
+        words, frames, graph_cost, ac_cost = _best_path(best_tok, tok_prev, tok_arc, tok_frame,
+                                                        g.ilabel, g.olabel, g.weight, scores,
+                                                        self.ilabel_offset, self.wip, T)
+        if self.context is not None:
+            graph_cost = total - ac_cost  # graph weights, penalties and hotword costs
+        elif reached:
+            graph_cost += float(g.final[tok_state[best_tok]])
+        result = DecodeResult(words.tolist(), frames, total, float(graph_cost), float(ac_cost),
+                              reached, num_tokens=n_tok)
+        if self.keep_links and final:
+            tok_state, tok_cost, tok_frame = tok_state[:n_tok], tok_cost[:n_tok], \
+                tok_frame[:n_tok]
+            l_src, l_dst, l_arc, l_ac = l_src[:n_link], l_dst[:n_link], l_arc[:n_link], \
+                l_ac[:n_link]
+            l_graph = g.weight[l_arc] + np.where(g.olabel[l_arc] != 0, self.wip,
+                                                 np.float32(0))
+            if self.context is not None:
+                l_graph = l_graph + l_gx[:n_link]
+            l_cost = (l_graph + l_ac).astype(np.float32)
+            end = np.full(n_tok, np.inf, np.float32)
+            # cost to go from a last-frame token: its final weight (0 when no final was reached)
+            end[last] = end_cost - tok_cost[last]
+            beta = _backward_costs(n_tok, l_src, l_dst, l_cost, end)
+            # alpha of a link's source + link + beta of its destination within the lattice beam
+            keep = tok_cost[l_src] + l_cost + beta[l_dst] <= total + self.lattice_beam
+            links = np.zeros(int(keep.sum()), LINK_DTYPE)
+            links["src_tok"], links["dst_tok"] = l_src[keep], l_dst[keep]
+            links["ilabel"], links["olabel"] = g.ilabel[l_arc[keep]], g.olabel[l_arc[keep]]
+            links["graph_cost"], links["ac_cost"] = l_graph[keep], l_ac[keep]
+            result.lattice_links = links
+            ends = last[np.isfinite(end_cost) & (end_cost <= total + self.lattice_beam)]
+            result.lattice_final = dict(zip(ends.tolist(),
+                                            end[ends].astype(np.float64).tolist()))
+            result.lattice_tok_frame = tok_frame.copy()  # not a view of the grown buffer
+        return result
+
+
 def viterbi_decode(graph: GraphArrays, log_likelihoods, beam: float = 16.0,
                    max_active: int = 7000, min_active: int = 200, acoustic_scale: float = 1.0,
                    word_insertion_penalty: float = 0.0, ilabel_offset: int = 1,
-                   lattice_beam: float | None = None, beam_delta: float = 0.5) -> DecodeResult:
+                   lattice_beam: float | None = None, beam_delta: float = 0.5,
+                   context=None) -> DecodeResult:
     """Decode one utterance.
 
     Args:
@@ -541,62 +801,12 @@ def viterbi_decode(graph: GraphArrays, log_likelihoods, beam: float = 16.0,
             search then stores every expansion; without it only back-pointers are kept).
         beam_delta: added to the adapted beam when ``max_active``/``min_active`` bind (Kaldi's
             ``--beam-delta``).
+        context: hotwords, a ``ContextGraph`` over word ids (``asrkit.decoders.context_graph``).
     Returns:
         A ``DecodeResult``.
     """
-    from asrkit.decoders.options import count, finite
-
-    beam = finite("beam", beam, 0.0, strict=True)
-    max_active, min_active = count("max_active", max_active), count("min_active", min_active, 0)
-    acoustic_scale = finite("acoustic_scale", acoustic_scale, 0.0, strict=True)
-    word_insertion_penalty = finite("word_insertion_penalty", word_insertion_penalty)
-    beam_delta = finite("beam_delta", beam_delta, 0.0)
-    if lattice_beam is not None:
-        lattice_beam = finite("lattice_beam", lattice_beam, 0.0, strict=True)
-    scores = as_matrix(log_likelihoods, acoustic_scale)
-    T = scores.shape[0]
-    g = graph.search_arrays()
-    keep_links = lattice_beam is not None
-    wip = np.float32(word_insertion_penalty)
-    try:
-        (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, last_begin, l_src, l_dst, l_arc,
-         l_ac) = _search(g.offsets, g.emit_begin, g.dst, g.ilabel, g.olabel, g.weight, g.start,
-                         scores, ilabel_offset, np.float32(beam), int(max_active),
-                         int(min_active), np.float32(beam_delta), wip, keep_links, g.state_map())
-    except BaseException:
-        g.drop_state_map()  # an interrupted search may leave entries set
-        raise
-    last = np.arange(last_begin, len(tok_state))
-    if len(last) == 0 or tok_frame[last[0]] != T:
-        return DecodeResult([], np.zeros((0, 2), np.int32), float("inf"), float("inf"),
-                            float("inf"), False, num_tokens=len(tok_state))
-    with_final = tok_cost[last] + g.final[tok_state[last]]
-    reached = bool(np.isfinite(with_final).any())
-    end_cost = with_final if reached else tok_cost[last]
-    best_tok = int(last[int(np.argmin(end_cost))])
-    total = float(end_cost.min())
-    words, frames, graph_cost, ac_cost = _best_path(best_tok, tok_prev, tok_arc, tok_frame,
-                                                    g.ilabel, g.olabel, g.weight, scores,
-                                                    ilabel_offset, wip, T)
-    if reached:
-        graph_cost += float(g.final[tok_state[best_tok]])
-    result = DecodeResult(words.tolist(), frames, total, float(graph_cost), float(ac_cost),
-                          reached, num_tokens=len(tok_state))
-    if keep_links:
-        l_graph = g.weight[l_arc] + np.where(g.olabel[l_arc] != 0, wip, np.float32(0))
-        l_cost = (l_graph + l_ac).astype(np.float32)
-        end = np.full(len(tok_state), np.inf, np.float32)
-        # cost to go from a last-frame token: its final weight (0 when no final was reached)
-        end[last] = end_cost - tok_cost[last]
-        beta = _backward_costs(len(tok_state), l_src, l_dst, l_cost, end)
-        # alpha of a link's source + link + beta of its destination within the lattice beam
-        keep = tok_cost[l_src] + l_cost + beta[l_dst] <= total + lattice_beam
-        links = np.zeros(int(keep.sum()), LINK_DTYPE)
-        links["src_tok"], links["dst_tok"] = l_src[keep], l_dst[keep]
-        links["ilabel"], links["olabel"] = g.ilabel[l_arc[keep]], g.olabel[l_arc[keep]]
-        links["graph_cost"], links["ac_cost"] = l_graph[keep], l_ac[keep]
-        result.lattice_links = links
-        ends = last[np.isfinite(end_cost) & (end_cost <= total + lattice_beam)]
-        result.lattice_final = dict(zip(ends.tolist(), end[ends].astype(np.float64).tolist()))
-        result.lattice_tok_frame = tok_frame.copy()  # not a view of the grown buffer
-    return result
+    search = ViterbiSearch(graph, beam, max_active, min_active, acoustic_scale,
+                           word_insertion_penalty, ilabel_offset, lattice_beam, beam_delta,
+                           context)
+    search.advance(log_likelihoods)
+    return search.result()

@@ -6,7 +6,7 @@ Two ways in, one lattice (Graves, 2012; read ``kernels/reference/rnnt.py`` for t
   and the gradient with respect to those logits (the log-softmax over V is fused, as in
   ``ctc_loss``); ``in_place=True`` writes the gradient over the logits;
 - ``rnnt_joiner_loss(enc, pred, weight, bias, ...)`` merges the additive joiner
-  ``logits = weight @ tanh(enc[t] + pred[u]) + bias`` into the loss and returns the gradients
+  ``logits = weight @ tanh(enc[t, b] + pred[u, b]) + bias`` into the loss and returns the gradients
   for its four inputs without ever holding the ``[B, T, U+1, V]`` logits: the joiner is computed
   block by block, reduced to three numbers per lattice node, and computed again in the backward
   (the memory-lean path; see ``kernels/cpu/rnnt.py``).
@@ -16,13 +16,15 @@ Both check their arguments once, then run the kernel of the chosen device: ``ref
 arrays: CUDA device arrays run on ``cuda`` and get device arrays back; anything else runs on
 ``cpu``. With ``device="cuda"`` and host arrays, results come back as host arrays.
 
-Layout: batch first, as the joiner produces it and as torchaudio's ``rnnt_loss`` and k2 take
-it (the ``[T, B, ...]`` convention of the other sequence kernels would put the two lattice axes
-apart). Conventions (those of ``torchaudio.functional.rnnt_loss`` with ``reduction="none"``,
-``fused_log_softmax=True``, no clamping): targets are read up to ``target_lengths[b]``; labels
-lie in ``[0, V)`` and differ from ``blank``, which may be any class; nodes outside
-``t < input_lengths[b]``, ``u <= target_lengths[b]`` are padding and get zero gradients; a
-sequence with no frames has no path: it costs inf with a zero gradient.
+Layout: the logits are batch first, as a joiner produces them and as torchaudio's ``rnnt_loss`` and
+k2 take them; the joiner's inputs ``enc [T, B, H]`` and ``pred [U+1, B, H]`` are time-major like
+every asrkit sequence, so that a criterion op passes the graph's values (and takes back their
+gradients) without transposing them. Targets are ``[B, S]`` as for ``ctc_loss``. Conventions (those
+of ``torchaudio.functional.rnnt_loss`` with ``reduction="none"``, ``fused_log_softmax=True``, no
+clamping): targets are read up to ``target_lengths[b]``; labels lie in ``[0, V)`` and differ from
+``blank``, which may be any class; nodes outside ``t < input_lengths[b]``, ``u <=
+target_lengths[b]`` are padding and get zero gradients; a sequence with no frames has no path: it
+costs inf with a zero gradient.
 """
 
 from __future__ import annotations
@@ -124,12 +126,12 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
                      blank: int = 0, device=None, prune: float = PRUNE):
     """RNN-T loss of the additive joiner, merged into the kernel, with the joiner's gradients.
 
-    The joiner is ``logits[b, t, u] = weight @ tanh(enc[b, t] + pred[b, u]) + bias``. Takes enc
-    float32 [B, T, H] (the encoder's output projected to the joiner dimension H), pred float32
-    [B, U+1, H] (the prediction network's output, projected; row 0 follows the start symbol),
+    The joiner is ``logits[b, t, u] = weight @ tanh(enc[t, b] + pred[u, b]) + bias``. Takes enc
+    float32 [T, B, H] (the encoder's output projected to the joiner dimension H), pred float32
+    [U+1, B, H] (the prediction network's output, projected; row 0 follows the start symbol),
     weight float32 [V, H] (``torch.nn.Linear`` layout), bias float32 [V], targets int32 [B, S],
     input_lengths int32 [B] (<= T), target_lengths int32 [B] (<= min(S, U)), the blank and the
-    device (float64 works too). Returns ``(costs [B], (d_enc [B, T, H], d_pred [B, U+1, H],
+    device (float64 works too). Returns ``(costs [B], (d_enc [T, B, H], d_pred [U+1, B, H],
     d_weight [V, H], d_bias [V]))`` in the dtype of ``enc``: the costs of ``rnnt_loss`` on the
     joiner's logits and the gradients of their sum, zero on padded frames and label positions.
     The ``[B, T, U+1, V]`` logits are never held. ``prune``: lattice nodes whose posterior
@@ -140,10 +142,10 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
     dev = resolve_device("cuda" if device is None and is_cuda_array(enc) else device, enc)
     es, ps, ws, bs = (tuple(a.shape) for a in (enc, pred, weight, bias))
     if len(es) != 3:
-        raise ValueError(f"{what}: enc must be [B, T, H], got shape {es}")
-    B, T, H = es
-    if len(ps) != 3 or ps[0] != B or ps[2] != H or ps[1] < 1:
-        raise ValueError(f"{what}: pred must be [B={B}, U+1, H={H}], got shape {ps}")
+        raise ValueError(f"{what}: enc must be [T, B, H], got shape {es}")
+    T, B, H = es
+    if len(ps) != 3 or ps[1] != B or ps[2] != H or ps[0] < 1:
+        raise ValueError(f"{what}: pred must be [U+1, B={B}, H={H}], got shape {ps}")
     if len(ws) != 2 or ws[1] != H:
         raise ValueError(f"{what}: weight must be [V, H={H}], got shape {ws}")
     V = ws[0]
@@ -155,7 +157,7 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
             raise TypeError(f"{what}: {name} is {np.dtype(a.dtype)} but enc is {dtype}")
     if not prune >= 0:
         raise ValueError(f"{what}: prune={prune} must be >= 0")
-    tg, il, tl = _validate(B, T, ps[1], V, targets, input_lengths, target_lengths, blank, what)
+    tg, il, tl = _validate(B, T, ps[0], V, targets, input_lengths, target_lengths, blank, what)
     if dev == "reference":
         return _impl(dev).rnnt_joiner_loss(enc, pred, weight, bias, tg, il, tl, int(blank))
     return _impl(dev).rnnt_joiner_loss(enc, pred, weight, bias, tg, il, tl, int(blank),

@@ -1,7 +1,7 @@
 """The import layering of DESIGN.md, checked on the source.
 
 kernels <- graph/ops <- layers, losses, learners <- distributed, config, export <- recognizer
-(using a model) <- cli, bench. features and io need no graph; lm needs nothing above kernels;
+(using a model) <- cli, bench, serve. features and io need no graph; lm needs nothing above kernels;
 decoders may use lm and kernels (and features/io), never the graph. utils sits below everything.
 """
 
@@ -29,7 +29,7 @@ UPPER = MODEL | {"asrkit.distributed", "asrkit.config", "asrkit.export", "asrkit
                  "asrkit.decoders", "asrkit.training", "asrkit.models",
                  "asrkit.nnlm"}
 USING = UPPER | {"asrkit.recognizer"}
-EVERYTHING = USING | {"asrkit.cli", "asrkit.bench", "asrkit.report"}
+EVERYTHING = USING | {"asrkit.cli", "asrkit.bench", "asrkit.report", "asrkit.serve"}
 
 # component -> components it may import (a component may always import itself)
 ALLOWED = {
@@ -56,6 +56,7 @@ ALLOWED = {
     "asrkit.cli": EVERYTHING,
     "asrkit.bench": EVERYTHING,
     "asrkit.report": EVERYTHING,
+    "asrkit.serve": EVERYTHING,
 }
 
 

@@ -17,6 +17,10 @@ it was scored against (for `asrkit report`). An utterance that fails
 counted and skipped. An archive damaged in the middle cannot be read past the damage: what was
 decoded before it is written and the command exits 1. The outputs of a run replace those of an
 earlier run as a set (a run without a reference removes an older wer.txt and score.json).
+`--nj N` decodes in N processes (the outputs are the same, in the same order).
+
+`--hotwords FILE` favours the phrases it lists (one per line, an optional `:boost` in nats per
+word; words of the graph) without rebuilding the graph.
 
 Examples:
   asrkit decode --graph exp/graph_tg --model exp/blstm/final.mdl data/fbank/test --out exp/dec
@@ -60,7 +64,12 @@ def add_arguments(parser) -> None:
                              "text by rescoring the n-best lists of one search at the range's "
                              "midpoint (writes best_wip and tune_wip.json; hyp.txt, wer.txt and "
                              "score.json hold the best value's results)")
+    parser.add_argument("--hotwords", metavar="FILE", default=None,
+                        help="phrases to favour, one per line ('phrase :boost', boost in nats "
+                             "per word)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--nj", type=int, default=1,
+                        help="decoding processes (results stay in input order)")
 
 
 def _scores_from_table(rspec):
@@ -105,10 +114,94 @@ def _check_options(args):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise CommandError(f"--{name.replace('_', '-')} must be > 0, got {value}")
-    for name in ("max_active", "nbest"):
+    for name in ("max_active", "nbest", "nj"):
         if getattr(args, name) < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 1, got "
                                f"{getattr(args, name)}")
+
+
+def _decode_one(graph, logp, error, opts, context=None) -> tuple:
+    """``(frames, UtteranceResult, None)`` of one utterance's scores, or ``(0, None, why)``
+    when they are missing (``error``), of the wrong shape, not finite, or the search fails.
+    ``context``: the hotwords' ContextGraph (None: none)."""
+    from asrkit.decoders.decode import decode_utterance
+
+    try:
+        if error is not None:
+            raise ValueError(error)
+        if logp.ndim != 2 or logp.shape[1] != graph.info.get("num_tokens", logp.shape[1]):
+            raise ValueError(f"scores have shape {logp.shape}, the graph expects "
+                             f"[frames, {graph.info.get('num_tokens')}]")
+        why = _non_finite(logp)
+        if why is not None:
+            raise ValueError(why)
+        return logp.shape[0], decode_utterance(graph, logp, opts, context), None
+    except Exception as e:  # one bad utterance must not kill the run
+        return 0, None, str(e)
+
+
+_worker = {}  # a decoding worker process's graph and options
+
+
+def _start_worker(graph_dir: str, opts, context=None) -> None:
+    from asrkit.recognizer.parallel import THREAD_VARIABLES
+
+    for name in THREAD_VARIABLES:  # one core per worker (set before numba's pool starts)
+        os.environ[name] = "1"
+    from asrkit.decoders.decode import DecodingGraph
+
+    _worker.update(graph=DecodingGraph.load(graph_dir), opts=opts, context=context)
+
+
+def _decode_in_worker(logp, error) -> tuple:
+    return _decode_one(_worker["graph"], logp, error, _worker["opts"], _worker["context"])
+
+
+def _decoded(source, graph, graph_dir: str, opts, nj: int, context=None):
+    """``(utt, frames, UtteranceResult or None, error or None)`` of each ``(utt, log_probs,
+    error)`` of ``source``, in input order, decoded here (``nj`` 1) or by ``nj`` worker
+    processes (spawned; each loads the graph once). An exception of ``source`` is raised after
+    the results of every entry read before it."""
+    if nj <= 1:
+        for utt, logp, error in source:
+            yield utt, *_decode_one(graph, logp, error, opts, context)
+        return
+    import collections
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from asrkit.cli.main import CommandError
+
+    pool = ProcessPoolExecutor(nj, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_worker, initargs=(graph_dir, opts, context))
+    pending = collections.deque()  # (utt, future) in input order, at most 4 * nj
+    items, broken = iter(source), None
+    try:
+        while True:
+            try:
+                utt, logp, error = next(items)
+            except StopIteration:
+                break
+            except Exception as e:  # re-raised below, after what was read before it
+                broken = e
+                break
+            pending.append((utt, pool.submit(_decode_in_worker, logp, error)))
+            while len(pending) > 4 * nj or pending[0][1].done():
+                utt, future = pending.popleft()
+                yield utt, *future.result()
+                if not pending:
+                    break
+        while pending:
+            utt, future = pending.popleft()
+            yield utt, *future.result()
+    except BrokenProcessPool as e:
+        raise CommandError(f"a decoding worker process died ({e}); the machine may be out of "
+                           "memory: try a smaller --nj") from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if broken is not None:
+        raise broken
 
 
 def _publish(out: str, files: dict[str, str | None]) -> None:
@@ -148,7 +241,7 @@ def run(args) -> int:
     reported and counted), 1 when a table could not be read to its end, 2 when nothing could
     be decoded."""
     from asrkit.cli.main import CommandError
-    from asrkit.decoders.decode import DecodeOptions, DecodingGraph, decode_utterance
+    from asrkit.decoders.decode import DecodeOptions, DecodingGraph
     from asrkit.decoders.scoring import read_text_table, score_texts
     from asrkit.io import DataDirError, PipeError, TableError, set_pipe_timeout
     from asrkit.utils import progress
@@ -177,6 +270,15 @@ def run(args) -> int:
         graph = DecodingGraph.load(args.graph)
     except (OSError, ValueError, KeyError) as e:
         raise CommandError(str(e)) from e
+    context = None
+    if args.hotwords:
+        from asrkit.recognizer.hotwords import load_hotwords, word_context
+        from asrkit.recognizer.options import RecognizerError
+
+        try:
+            context = word_context(load_hotwords(args.hotwords), graph.words)
+        except RecognizerError as e:
+            raise CommandError(str(e)) from e
     frame_shift = args.frame_shift
     try:
         if args.model:
@@ -199,32 +301,25 @@ def run(args) -> int:
     frames = 0
     unreadable = None  # why the input could not be read to its end
     t0 = time.perf_counter()
-    items = iter(progress(source, desc="decode", unit="utt"))
+    items = _decoded(progress(source, desc="decode", unit="utt"), graph, args.graph, opts,
+                     args.nj, context)
     while True:
         try:
-            utt, logp, error = next(items)
+            utt, num_frames, res, error = next(items)
         except StopIteration:
             break
-        except (TableError, PipeError, DataDirError, OSError) as e:
+        except Exception as e:  # the source broke: keep what was decoded, say where it stopped
+            message = str(e) if isinstance(e, (TableError, PipeError, DataDirError, OSError)) \
+                else f"{type(e).__name__}: {e}"
             if not hyps and not failed:
-                raise CommandError(str(e)) from e
-            unreadable = str(e)
+                raise CommandError(message) from e
+            unreadable = message
             break
-        try:
-            if error is not None:
-                raise ValueError(error)
-            if logp.ndim != 2 or logp.shape[1] != graph.info.get("num_tokens", logp.shape[1]):
-                raise ValueError(f"scores have shape {logp.shape}, the graph expects "
-                                 f"[frames, {graph.info.get('num_tokens')}]")
-            why = _non_finite(logp)
-            if why is not None:
-                raise ValueError(why)
-            res = decode_utterance(graph, logp, opts)
-        except Exception as e:  # one bad utterance must not kill the run
-            failed[utt] = str(e)
-            print(f"asrkit decode: {utt}: {e}; skipped", file=sys.stderr)
+        if error is not None:
+            failed[utt] = error
+            print(f"asrkit decode: {utt}: {error}; skipped", file=sys.stderr)
             continue
-        frames += logp.shape[0]
+        frames += num_frames
         if not res.reached_final:
             print(f"asrkit decode: {utt}: no final state reached; using the best partial path",
                   file=sys.stderr)

@@ -50,11 +50,13 @@ def read_train_log(path: str) -> list[dict]:
     from asrkit.cli.main import CommandError
 
     records = []
+    from asrkit.utils.textfile import os_error_message
+
     try:
         with open(path, "rb") as f:
             lines = f.read().split(b"\n")
     except OSError as e:
-        raise CommandError(f"{path}: {e.strerror}") from None
+        raise CommandError(os_error_message(path, e)) from None
     torn = lines[-1] != b""
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
@@ -63,7 +65,8 @@ def read_train_log(path: str) -> list[dict]:
         try:
             rec = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as e:
-            raise CommandError(f"{where}: not UTF-8 (byte {e.start}: {e.reason})") from None
+            raise CommandError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start} of the "
+                               "line)") from None
         except (json.JSONDecodeError, RecursionError) as e:
             if torn and lineno == len(lines):  # the torn tail of a killed run
                 print(f"asrkit report: warning: {where}: unfinished last line ignored",
@@ -84,14 +87,14 @@ def read_train_log(path: str) -> list[dict]:
 
 def _read_text(path: str) -> str:
     from asrkit.cli.main import CommandError
+    from asrkit.utils.textfile import TextFileError, os_error_message, read_text
 
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except UnicodeDecodeError as e:
-        raise CommandError(f"{path}: not UTF-8 (byte {e.start}: {e.reason})") from None
+        return read_text(path)
+    except TextFileError as e:
+        raise CommandError(str(e)) from None
     except OSError as e:
-        raise CommandError(f"{path}: {e.strerror}") from None
+        raise CommandError(os_error_message(path, e)) from None
 
 
 def read_tables(specs: list[str]) -> dict[str, list[list[str]]]:
@@ -116,6 +119,7 @@ def run(args) -> int:
     from asrkit.cli.main import CommandError
     from asrkit.decoders.scoring import read_text_table, score_texts
     from asrkit.report import write_report
+    from asrkit.utils.textfile import os_error_message
 
     exp = args.exp_dir
     if not os.path.isdir(exp):
@@ -139,12 +143,12 @@ def run(args) -> int:
                 try:
                     tables.append(read_text_table(path))
                 except UnicodeDecodeError as e:
-                    raise CommandError(f"{path}: not UTF-8 (byte {e.start}: {e.reason})") \
-                        from None
+                    raise CommandError(f"{path}: not UTF-8 text ({e.reason} at byte "
+                                       f"{e.start})") from None
                 except ValueError as e:
                     raise CommandError(str(e)) from None
                 except OSError as e:
-                    raise CommandError(f"{path}: {e.strerror}") from None
+                    raise CommandError(os_error_message(path, e)) from None
             scores[os.path.basename(dec)] = score_texts(tables[1], tables[0])
     summary, dot = {}, None
     model_path = os.path.join(exp, "final.mdl")
@@ -171,11 +175,13 @@ def run(args) -> int:
     if args.commands and os.path.exists(args.commands):
         commands = _read_text(args.commands).splitlines()
     out = args.out or os.path.join(exp, "report.html")
+    if os.path.isdir(out):
+        raise CommandError(f"{out}: is a directory; --out takes the file to write")
     try:
         write_report(out, args.title or exp, train_log=log, scores=scores, worst=args.worst,
                      commands=commands, configs=configs, network_dot=dot, summary=summary,
                      tables=tables)
-    except OSError as e:
-        raise CommandError(f"{out}: cannot write: {e.strerror}") from None
+    except OSError as e:  # the error may name the temporary file the write goes through
+        raise CommandError(f"{out}: cannot write: {e.strerror or e}") from None
     print(f"wrote {out}")
     return 0

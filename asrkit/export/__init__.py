@@ -4,7 +4,9 @@
 (``feats [T, B, D]``, ``lengths [B]`` -> ``log_probs [T', B, C]``, ``out_lengths [B]``);
 ``build_onnx`` returns the ``ModelProto`` without writing; ``read_metadata`` decodes the tokens,
 blank, frame shift and feature config stored in an export; ``compare_with_model`` checks an
-export against asrkit with onnxruntime. See :mod:`asrkit.export.onnx_export` for the mapping.
+export against asrkit with onnxruntime; ``OnnxModel`` runs one like an asrkit model;
+``quantize_int8`` writes its int8 twin (onnxruntime dynamic quantization). See
+:mod:`asrkit.export.onnx_export` for the mapping.
 """
 
 from asrkit.export.onnx_export import (
@@ -16,7 +18,9 @@ from asrkit.export.onnx_export import (
     to_onnx,
 )
 from asrkit.export.onnx_layers import ExportError
-from asrkit.export.verify import compare_with_model, run_onnx
+from asrkit.export.quantize import int8_path, quantize_int8
+from asrkit.export.verify import OnnxModel, compare_with_model, run_onnx
 
-__all__ = ["DEFAULT_OPSET", "ExportError", "build_onnx", "compare_with_model", "metadata",
-           "read_metadata", "run_onnx", "subsampling_factor", "to_onnx"]
+__all__ = ["DEFAULT_OPSET", "ExportError", "OnnxModel", "build_onnx", "compare_with_model",
+           "int8_path", "metadata", "quantize_int8", "read_metadata", "run_onnx",
+           "subsampling_factor", "to_onnx"]

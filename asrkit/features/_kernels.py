@@ -89,10 +89,12 @@ def first_nonfinite(wave):
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
 def extract_frames(wave, first_frame, window_size, window_shift, snip_edges, dither, seed,
-                   remove_dc, preemph, window, energy_mode, frames, energy):
+                   remove_dc, preemph, window, energy_mode, frames, energy, sample_offset=0):
     """Kaldi's ``ExtractWindow`` + ``ProcessWindow`` for frames ``first_frame + [0, n)``.
 
-    wave: 1-D real array (any numeric dtype); window: float64 [window_size];
+    wave: 1-D real array (any numeric dtype) holding the signal from sample ``sample_offset``
+    on (a streaming buffer; frames reflect at its ends, so a frame that starts before sample 0
+    needs ``sample_offset`` 0); window: float64 [window_size];
     frames: float64 [n, fft_size] output (zero-padded after window_size);
     energy: float64 [n] output, log(max(sum x^2, FLT_EPSILON)) of the raw or windowed frame
     (see ENERGY_*), untouched for ENERGY_NONE.
@@ -103,9 +105,9 @@ def extract_frames(wave, first_frame, window_size, window_shift, snip_edges, dit
     for f in range(n):
         frame = first_frame + f
         if snip_edges:
-            start = frame * window_shift
+            start = frame * window_shift - sample_offset
         else:
-            start = frame * window_shift + window_shift // 2 - window_size // 2
+            start = frame * window_shift + window_shift // 2 - window_size // 2 - sample_offset
         if start >= 0 and start + window_size <= num_samples:
             for i in range(window_size):
                 raw[i] = wave[start + i]

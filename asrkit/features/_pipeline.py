@@ -179,10 +179,11 @@ def new_output(plan: FeaturePlan, num_samples: int) -> np.ndarray:
 
 
 def extract_range(plan: FeaturePlan, wave: np.ndarray, out: np.ndarray, first: int, stop: int,
-                  ws: Workspace) -> None:
-    """Fill rows ``first:stop`` of ``out`` (see :func:`new_output`) with the features of frames
-    ``first:stop`` of the prepared ``wave``. Rows depend only on their own frame, so disjoint
-    ranges may be filled by different threads.
+                  ws: Workspace, sample_offset: int = 0, row0: int = 0) -> None:
+    """Fill rows ``first - row0:stop - row0`` of ``out`` (see :func:`new_output`) with the
+    features of frames ``first:stop`` of the prepared ``wave``, which holds the signal from
+    sample ``sample_offset`` on (0: all of it; a streaming buffer otherwise). Rows depend only
+    on their own frame, so disjoint ranges may be filled by different threads.
     """
     o = plan.options
     block = ws.frames.shape[0]
@@ -191,17 +192,19 @@ def extract_range(plan: FeaturePlan, wave: np.ndarray, out: np.ndarray, first: i
         fr, sp, en = ws.frames[:n], ws.spec[:n], ws.energy[:n]
         K.extract_frames(wave, start, plan.window_size, plan.window_shift, o["snip_edges"],
                          o["dither"], o["seed"], o["remove_dc_offset"],
-                         o["preemphasis_coefficient"], plan.window, plan.energy_mode, fr, en)
+                         o["preemphasis_coefficient"], plan.window, plan.energy_mode, fr, en,
+                         sample_offset)
         np.fft.rfft(fr, axis=1, out=sp)
         if plan.kind == "fbank":
             K.fbank_rows(sp, en, plan.offsets, plan.widths, plan.weights, o["use_power"],
                          o["use_log_fbank"], o["use_energy"], o["htk_compat"],
-                         plan.log_energy_floor, out, start)
+                         plan.log_energy_floor, out, start - row0)
         elif plan.kind == "mfcc":
             K.mfcc_rows(sp, en, plan.offsets, plan.widths, plan.weights, plan.dct, plan.lifter,
-                        o["use_energy"], o["htk_compat"], plan.log_energy_floor, out, start)
+                        o["use_energy"], o["htk_compat"], plan.log_energy_floor, out,
+                        start - row0)
         else:
-            K.spectrogram_rows(sp, en, plan.log_energy_floor, out, start)
+            K.spectrogram_rows(sp, en, plan.log_energy_floor, out, start - row0)
 
 
 def finish(plan: FeaturePlan, out: np.ndarray) -> np.ndarray:

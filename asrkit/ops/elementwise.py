@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import vectorize
+from numba import njit
 
 from asrkit.graph.broadcast import broadcast_type
 from asrkit.graph.node import bind
@@ -20,9 +20,18 @@ SQRT_2 = math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-@vectorize(["float32(float32)", "float64(float64)"], cache=True)
+@njit(cache=True, nogil=True)
+def _erf_flat(x, out):
+    for i in range(x.size):
+        out[i] = math.erf(x[i])
+
+
 def _erf(x):
-    return math.erf(x)
+    """erf of a float array (numpy has none), elementwise, as a new array."""
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)
+    _erf_flat(x.reshape(-1), out.reshape(-1))
+    return out
 
 
 def _unary(name, fwd, grad, needs, keeps_zero, attrs=()):
@@ -49,29 +58,41 @@ def _unary(name, fwd, grad, needs, keeps_zero, attrs=()):
     return op
 
 
-# Gradient rules as single-pass numba ufuncs: no temporaries, and they can write into g.
-_SIGS = ["float32(float32, float32)", "float64(float64, float64)"]
+# Gradient rules as single-pass numba loops over flat views: no temporaries, and they can write
+# into g. Plain njit functions compile on first use and load fully from numba's cache; eager
+# ``@vectorize`` ufuncs rebuilt their wrappers at every import of asrkit.ops (~1 s per
+# signature, paid by every command that loads a model).
+@njit(cache=True, nogil=True)
+def _relu_grad(g, x, out):
+    for i in range(g.size):
+        out[i] = g[i] if x[i] > 0 else 0.0
 
 
-@vectorize(_SIGS, cache=True)
-def _relu_grad(g, x):
-    return g if x > 0 else 0.0
+@njit(cache=True, nogil=True)
+def _tanh_grad(g, y, out):
+    for i in range(g.size):
+        out[i] = g[i] * (1.0 - y[i] * y[i])
 
 
-@vectorize(_SIGS, cache=True)
-def _tanh_grad(g, y):
-    return g * (1.0 - y * y)
-
-
-@vectorize(_SIGS, cache=True)
-def _sigmoid_grad(g, y):
-    return g * y * (1.0 - y)
+@njit(cache=True, nogil=True)
+def _sigmoid_grad(g, y, out):
+    for i in range(g.size):
+        out[i] = g[i] * y[i] * (1.0 - y[i])
 
 
 def _ufunc_grad(fn, g, other, out):
-    if g.dtype != other.dtype or g.dtype.kind != "f":  # mixed dtypes: plain numpy
+    """``fn`` over ``g`` and ``other`` into ``out`` (or a new array); None where the arrays are
+    not C-contiguous float32/float64 arrays of one dtype and shape (then the caller uses
+    plain numpy)."""
+    arrays = (g, other) if out is None else (g, other, out)
+    if not all(isinstance(a, np.ndarray) and a.flags.c_contiguous for a in arrays):
         return None
-    return fn(g, other, out=out) if out is not None else fn(g, other)
+    if g.dtype not in (np.float32, np.float64) or any(a.dtype != g.dtype or a.shape != g.shape
+                                                       for a in arrays):
+        return None
+    res = np.empty_like(g) if out is None else out
+    fn(g.reshape(-1), other.reshape(-1), res.reshape(-1))
+    return res
 
 
 def _or(result, fallback):

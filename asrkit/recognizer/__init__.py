@@ -22,6 +22,11 @@ _EXPORTS = {
     "read_manifest": "asrkit.recognizer.model_folder",
     "package_model_folder": "asrkit.recognizer.package",
     "quiet_cuts": "asrkit.recognizer.chunks",
+    "RecognizerStream": "asrkit.recognizer.stream",
+    "StreamEvent": "asrkit.recognizer.stream",
+    "StreamOptions": "asrkit.recognizer.stream",
+    "model_stream": "asrkit.recognizer.model_stream",
+    "load_hotwords": "asrkit.recognizer.hotwords",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

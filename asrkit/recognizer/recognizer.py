@@ -9,6 +9,8 @@
     result.text, result.words[0].start, result.as_dict()   # words with times and confidences
     results = rec.transcribe_many(paths, nj=4)             # worker processes, input order
     rec.align("call.wav", "one two three").words           # forced alignment
+    stream = rec.stream()                                  # streaming: asrkit.recognizer.stream
+    events = stream.accept(chunk, 16000) + stream.finish() # partial and final StreamEvents
 
 Transcription is a chain of steps a chunked (streaming) front end can call one by one:
 ``load_audio`` (any rate, resampled; int16 scale) -> ``features`` (Kaldi features of the folder's
@@ -36,6 +38,7 @@ from asrkit.recognizer.model_folder import (
 )
 from asrkit.recognizer.options import RecognizerError, chunk_seconds, search_options
 from asrkit.recognizer.result import Alignment, Result
+from asrkit.recognizer.vad import check_vad
 
 INT16_SCALE = 32768.0  # float samples in [-1, 1) -> Kaldi's int16 scale
 
@@ -66,32 +69,44 @@ class Recognizer:
     """A loaded model folder with checked search options; see the module docstring.
 
     folder: a ``ModelFolder``; options: ``DecodeOptions`` (``search_options``); max_chunk:
-    longest chunk decoded at once, in seconds.
+    longest chunk decoded at once, in seconds; vad: how a recording is cut into chunks,
+    ``"energy"`` (at its quietest frames, everything decoded) or ``"silero"`` (only the speech
+    regions the Silero VAD finds; ``asrkit.recognizer.vad``); hotwords: phrases the search
+    favours (a hotword file's path, or a list of ``"phrase :boost"`` lines;
+    ``asrkit.recognizer.hotwords``).
     """
 
-    def __init__(self, folder: ModelFolder, options, max_chunk: float = 30.0):
+    def __init__(self, folder: ModelFolder, options, max_chunk: float = 30.0,
+                 vad: str = "energy", hotwords=None):
+        from asrkit.recognizer.hotwords import load_hotwords
+
         self.folder = folder
         self.options = options
         self.max_chunk = chunk_seconds(max_chunk)
+        self.vad = check_vad(vad)
+        self.hotwords = load_hotwords(hotwords)
+        self._contexts: dict = {}
+        if self.hotwords and folder.graph is not None:
+            self.context()  # a hotword the graph cannot output is an error now, not per file
         shift_ms = float(folder.feature_config.options.get("frame_shift", 10.0))
         self.feature_shift = shift_ms / 1000.0  # seconds per feature frame
         self.shift_samples = max(int(round(self.feature_shift * folder.sample_rate)), 1)
 
     @classmethod
-    def from_dir(cls, path: str | os.PathLike, *, max_chunk: float = 30.0,
-                 **search) -> Recognizer:
+    def from_dir(cls, path: str | os.PathLike, *, max_chunk: float = 30.0, vad: str = "energy",
+                 hotwords=None, **search) -> Recognizer:
         """Load the model folder ``path`` (``asrkit package``'s output).
 
         ``search``: ``beam``, ``max_active``, ``min_active``, ``beam_delta``, ``acoustic_scale``,
         ``word_insertion_penalty``, ``lattice_beam``, ``nbest`` (None: the folder's default,
-        else DecodeOptions'). Raises RecognizerError (ModelFolderError for the folder) naming
-        the file or option at fault. A folder without a decoding graph can align, not
-        transcribe.
+        else DecodeOptions'); ``vad``, ``hotwords``: see the class. Raises RecognizerError
+        (ModelFolderError for the folder) naming the file or option at fault. A folder without
+        a decoding graph can align, not transcribe.
         """
         folder = load_model_folder(path, need_graph=False)
         opts = search_options(search, folder.manifest["decode"], folder.frame_shift,
                               f"{os.path.join(folder.path, MANIFEST)}: decode.")
-        return cls(folder, opts, max_chunk)
+        return cls(folder, opts, max_chunk, vad, hotwords)
 
     # -- settings ----------------------------------------------------------------------------
     @property
@@ -114,7 +129,10 @@ class Recognizer:
         """Keyword arguments that rebuild this Recognizer with ``from_dir`` (worker processes)."""
         opts = dataclasses.asdict(self.options)
         opts.pop("frame_shift")
-        return {"path": os.path.abspath(self.folder.path), "max_chunk": self.max_chunk, **opts}
+        from asrkit.recognizer.hotwords import hotword_lines
+
+        return {"path": os.path.abspath(self.folder.path), "max_chunk": self.max_chunk,
+                "vad": self.vad, "hotwords": hotword_lines(self.hotwords) or None, **opts}
 
     def check_can_transcribe(self) -> None:
         """RecognizerError unless the folder has a decoding graph (alignment needs none)."""
@@ -201,13 +219,25 @@ class Recognizer:
             raise RecognizerError("the model gave NaN or infinite log-probabilities")
         return logp
 
+    def context(self, hotwords=None):
+        """The hotword ``ContextGraph`` over the graph's words of ``hotwords`` (None: the
+        Recognizer's own; see ``load_hotwords``), or None without hotwords."""
+        from asrkit.recognizer.hotwords import hotword_lines, load_hotwords, word_context
+
+        self.check_can_transcribe()
+        hw = self.hotwords if hotwords is None else load_hotwords(hotwords)
+        key = tuple(hotword_lines(hw))
+        if key not in self._contexts:
+            self._contexts[key] = word_context(hw, self.folder.graph.words)
+        return self._contexts[key]
+
     def decode(self, log_probs: np.ndarray, start: float = 0.0):
-        """Search the graph over ``log_probs`` ``[T', C]``; returns the decoder's
-        ``UtteranceResult`` with word times shifted by ``start`` seconds."""
+        """Search the graph over ``log_probs`` ``[T', C]`` (with the hotwords); returns the
+        decoder's ``UtteranceResult`` with word times shifted by ``start`` seconds."""
         from asrkit.decoders.decode import decode_utterance
 
         self.check_can_transcribe()
-        res = decode_utterance(self.folder.graph, log_probs, self.options)
+        res = decode_utterance(self.folder.graph, log_probs, self.options, self.context())
         for t in res.timings:
             t.start += start
         return res
@@ -222,19 +252,28 @@ class Recognizer:
                                   " ms) are too short for one feature frame")
         return wave, self.normalize(feats)
 
+    def _frame_ranges(self, wave: np.ndarray, num_frames: int) -> list[tuple[int, int]]:
+        """Feature-frame ranges to decode one by one: ``vad`` regions of ``max_chunk``."""
+        from asrkit.recognizer.chunks import frame_cuts, quiet_cuts
+
+        if self.vad == "silero":
+            from asrkit.recognizer.vad import segment_frames, silero_cuts
+
+            segments = silero_cuts(wave, self.sample_rate, self.max_chunk)
+            return segment_frames(segments, num_frames, self.shift_samples)
+        cuts = quiet_cuts(wave, self.sample_rate, self.max_chunk)
+        return frame_cuts(cuts, num_frames, self.shift_samples)
+
     def transcribe(self, audio, sample_rate: int | None = None, name: str | None = None) -> Result:
         """Transcribe one recording (a path, file bytes, or samples with ``sample_rate``; see
         ``load_audio``). Returns a Result; raises RecognizerError naming the file (or ``name``,
         e.g. an utterance id)."""
-        from asrkit.recognizer.chunks import frame_cuts, quiet_cuts
-
         where = name or _name(audio)
         self.check_can_transcribe()
         try:
             wave, feats = self._prepared(audio, sample_rate)
             words = []
-            cuts = quiet_cuts(wave, self.sample_rate, self.max_chunk)
-            for f0, f1 in frame_cuts(cuts, feats.shape[0], self.shift_samples):
+            for f0, f1 in self._frame_ranges(wave, feats.shape[0]):
                 logp = self.log_probs(feats[f0:f1]) if f1 > f0 else None
                 if logp is None or logp.shape[0] == 0:
                     continue
@@ -277,6 +316,22 @@ class Recognizer:
                 raise res
             out.append(res)
         return out
+
+    def stream(self, **options):
+        """A ``RecognizerStream`` (``asrkit.recognizer.stream``) fed audio chunks: ``accept(
+        samples, sample_rate)`` and ``finish()`` return partial and final ``StreamEvent``.
+        ``options``: ``StreamOptions`` (endpoint, partial_interval, hotwords, blstm_left,
+        blstm_right, cmvn_causal, cmvn_prior). RecognizerError for an unknown or bad option."""
+        from asrkit.recognizer.stream import RecognizerStream, StreamOptions
+
+        self.check_can_transcribe()
+        known = [f.name for f in dataclasses.fields(StreamOptions)]
+        unknown = [k for k in options if k not in known]
+        if unknown:
+            raise RecognizerError(f"{unknown[0]}: unknown stream option (known: "
+                                  f"{', '.join(known)})")
+        opts = StreamOptions(**options)
+        return RecognizerStream(self, opts, self.context(opts.hotwords))
 
     def align(self, audio, text: str | list[str], sample_rate: int | None = None,
               name: str | None = None) -> Alignment:

@@ -222,13 +222,14 @@ def load_train_config(path: str | os.PathLike, overrides=(), data_dir: str | Non
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ConfigError(f"{path}: no such file")
+    from asrkit.utils.textfile import TextFileError, read_text
+
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = tomllib.loads(read_text(path))
+    except TextFileError as e:
+        raise ConfigError(str(e)) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     except RecursionError:
         raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
     overrides = list(overrides)

@@ -39,6 +39,12 @@ def save_fst(fst: Fst, path: str | os.PathLike) -> None:
         np.savez(f, **arrays)
 
 
+# what reading a damaged archive raises (zipfile: a mangled compression method is
+# NotImplementedError, a set "encrypted" flag RuntimeError)
+_DAMAGED = (KeyError, ValueError, TypeError, IndexError, OSError, EOFError, zipfile.BadZipFile,
+            zlib.error, NotImplementedError, RuntimeError)
+
+
 def load_fst(path: str | os.PathLike) -> Fst:
     """Read a machine written by ``save_fst``. A foreign, damaged or inconsistent file raises
     ValueError naming it; an unreadable one OSError."""
@@ -49,15 +55,14 @@ def load_fst(path: str | os.PathLike) -> Fst:
         z = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    except _DAMAGED as e:
         raise ValueError(f"{path}: not an asrkit binary FST ({e})") from None
     if not isinstance(z, np.lib.npyio.NpzFile):
         raise ValueError(f"{path}: not an asrkit binary FST (a single array, not an archive)")
     try:
         with z:
             return _from_archive(z, path)
-    except (KeyError, ValueError, TypeError, OSError, EOFError, zipfile.BadZipFile,
-            zlib.error) as e:
+    except _DAMAGED as e:
         if isinstance(e, ValueError) and str(e).startswith(path):
             raise
         raise ValueError(f"{path}: damaged asrkit binary FST ({type(e).__name__}: {e})") from None

@@ -51,7 +51,8 @@ def _label_parser(table: SymbolTable | None, side: str):
         def parse(field: str, where: str) -> int:
             v = table.get(field)
             if v is None:
-                raise ValueError(f"{where}: {side} symbol {field!r} not in the symbol table")
+                raise ValueError(f"{where}: {side} symbol {field!r} not in the symbol table "
+                                 f"{table.name or ''}".rstrip())
             return v
     return parse
 

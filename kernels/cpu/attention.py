@@ -7,33 +7,41 @@ The layout:
 * the unit of work is one (sequence b, head h) pair and a block of up to ``QUERY_BLOCK``
   queries ``i0 .. i1-1``. The keys the block may see are one range ``j0 .. j1-1`` (the masks are
   windows ``lo[i] <= j < min(hi[i], L)`` whose ends grow with i), so padding and the keys
-  outside a causal or chunked window are never multiplied, not even as masked zeros. The
-  block's scores ``S [nb, nk]`` (a GEMM on strided views of q and k: no head is copied out)
-  are turned into probabilities in place; ``out = P v`` is a GEMM straight into the output.
+  outside a causal or chunked window are never multiplied, not even as masked zeros. The pair's
+  q, v (``[T, d]``) and k (transposed, ``[d, T]``) are first copied into contiguous slabs: the
+  GEMMs pack their operands, and packing rows a power of two apart (``[T, B, D]`` rows are
+  ``B*D*4`` bytes apart) or transposing inside the GEMM cost more than the copies. The block's
+  scores ``S [nb, nk]`` become probabilities in place (row loops LLVM vectorises, a polynomial
+  exp); ``out = P v`` is a GEMM straight into the output.
 * the forward keeps only each row's log-sum-exp ``lse [B, H, T]``; the backward recomputes the
   block's probabilities from it (``P = exp(S - lse)``, one GEMM), then ``dV += P^T dO``,
   ``dP = dO V^T``, ``dS = P (dP - rowsum(dO * O))``, ``dQ = dS K``, ``dK += dS^T Q``: flash
-  attention's backward, blocked over queries only, since a whole key range of scores for 64
-  queries (128 KB at T=500) stays in the L2 cache. Nothing ``[B, H, T, T]`` is ever stored.
+  attention's backward, blocked over queries only, since a whole key range of scores for 128
+  queries (256 KB at T=500) stays in the L2 cache. Nothing ``[B, H, T, T]`` is ever stored.
+  Storing the probabilities instead would save the recomputing GEMM and exp: measured alone
+  (CPU time, one thread, T=500 B=8 D=256 H=4, all frames valid) 14.6 ms of the 106 ms of a
+  forward + backward, for 32 MB more memory (twice the whole step's peak now).
 * relative positions: the block's ``(q + v_bias) pos^T`` is one GEMM over only the
   ``nb + nk - 1`` relative positions the block meets, then shifted into the scores (ESPnet's
-  ``rel_shift`` as an index); at 64 queries against 500 keys that is 1.13x the work of the
+  ``rel_shift`` as an index); at 128 queries against 500 keys that is 1.25x the work of the
   content term (ESPnet's full ``[T, 2T-1]`` product costs 2x). Its backward scatters ``dS``
   back and runs the two adjoint GEMMs; the position gradient is summed over the batch from
   per-thread accumulators.
 * the (b, h) pairs are dealt to ``threads`` groups (longest sequences first, each to the least
   loaded group); each group runs in one ``nogil`` njit call with its own scratch, in a thread of
-  a pool, while OpenBLAS is held at one thread (its own threads would fight ours).
+  a pool, with that thread's OpenBLAS calls single-threaded (its own threads would fight ours).
+  Block sizes of 64 to 256 queries measured alike (within 5%); 512 was slower.
 
-:func:`mhsa_forward` wraps the core in the layer's projections: one GEMM ``x w_in^T`` gives
-``[T, B, 3D]`` whose q, k, v thirds the core reads in place, and the core's gradients are
-written into one ``[T, B, 3D]`` array for the two weight GEMMs.
+:func:`mhsa_forward` wraps the core in the layer's projections: per sequence, one GEMM over its
+valid frames only (``x[:L, b]`` read in place) into batch-major ``[B, T, 3D]`` q, k, v that the
+core reads in place, and likewise for the output projection and the backward's GEMMs. The
+sequences are dealt to the same threads (BLAS at one thread each, per-thread weight-gradient
+accumulators): a phase costs one synchronisation, not one per GEMM, and padded frames are
+neither computed nor read (they may hold anything, NaN included).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
 import os
 import threading
@@ -44,8 +52,9 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-from asrkit.kernels.cpu._gemm import NO_TRANS, ROW_MAJOR, TRANS, _openblas_paths, gemm_function
+from asrkit.kernels.cpu._gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm_function
 from asrkit.kernels.cpu.ctc import _exp
+from asrkit.kernels.cpu.rnnt import _blas_threads_local
 from asrkit.kernels.reference.attention import key_window
 from asrkit.kernels.reference.lstm import check_lengths
 
@@ -204,6 +213,18 @@ def _gather(a, b, h, n, dst):
 
 
 @njit(**_VEC)
+def _gather_t(a, b, h, n, dst):
+    """``dst[:, :n] = a[:n, b, h*d:(h+1)*d].T``: a head's slab transposed, ``[d, T]``, so that
+    products with it are plain (NN) GEMMs: OpenBLAS ran ``Q K^T`` at 72 GFLOP/s with K
+    transposed by the GEMM and 88 with ``K^T`` stored (128 x 64 x 500, one thread)."""
+    d = dst.shape[0]
+    for t in range(n):
+        src = a[t, b, h * d:(h + 1) * d]
+        for c in range(d):
+            dst[c, t] = src[c]
+
+
+@njit(**_VEC)
 def _scatter(src, a, b, h, n):
     """``a[:, b, h*d:(h+1)*d] = src`` on the first n frames, zero on the others."""
     d = src.shape[1]
@@ -218,30 +239,32 @@ def _scatter(src, a, b, h, n):
 
 
 @njit(**_VEC)
-def _scores(gemm, Qs, Ks, posh, bu, bv, h, i0, nb, j0, nk, T, scale, rel, S, BD, QU, QV):
+def _scores(gemm, Qs, Kt, posT, bu, bv, h, i0, nb, j0, nk, T, scale, rel, S, BD, QU, QV):
     """``S[:nb*nk]`` (rows of nk) = the scaled scores of queries ``i0 ..`` against keys
-    ``j0 ..`` of one (sequence, head), from its slabs ``Qs, Ks [T, d]``. With ``rel`` also
-    fills ``QU = q + u`` and ``QV = q + v`` ``[nb, d]`` (kept for the backward) and adds the
-    position term from ``posh [H, 2T-1, d]``."""
+    ``j0 ..`` of one (sequence, head), from its slabs ``Qs [T, d]`` and ``Kt [d, T]``. With
+    ``rel`` also fills ``QU = q + u`` and ``QV = q + v`` ``[nb, d]`` (kept for the backward)
+    and adds the position term from ``posT [H, d, 2T-1]``."""
     d = Qs.shape[1]
     sz = Qs.itemsize
-    kp = Ks.ctypes.data + j0 * d * sz
+    ldk = Kt.shape[1]
+    kp = Kt.ctypes.data + j0 * sz
     if not rel:
-        gemm(ROW_MAJOR, NO_TRANS, TRANS, nb, nk, d, scale, Qs.ctypes.data + i0 * d * sz, d, kp,
-             d, 0.0, S.ctypes.data, nk)
+        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nb, nk, d, scale, Qs.ctypes.data + i0 * d * sz, d,
+             kp, ldk, 0.0, S.ctypes.data, nk)
         return
     for r in range(nb):
         for c in range(d):
             x = Qs[i0 + r, c]
             QU[r, c] = x + bu[h, c]
             QV[r, c] = x + bv[h, c]
-    gemm(ROW_MAJOR, NO_TRANS, TRANS, nb, nk, d, scale, QU.ctypes.data, d, kp, d, 0.0,
+    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nb, nk, d, scale, QU.ctypes.data, d, kp, ldk, 0.0,
          S.ctypes.data, nk)
     # relative position of (i, j) is row T-1-i+j of pos: for the block, rows m0 .. m0+w-1
     m0 = T - 1 - (i0 + nb - 1) + j0
     w = nb + nk - 1
-    pp = posh.ctypes.data + (h * (2 * T - 1) + m0) * d * sz
-    gemm(ROW_MAJOR, NO_TRANS, TRANS, nb, w, d, scale, QV.ctypes.data, d, pp, d, 0.0,
+    M = 2 * T - 1
+    pp = posT.ctypes.data + (h * d * M + m0) * sz
+    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nb, w, d, scale, QV.ctypes.data, d, pp, M, 0.0,
          BD.ctypes.data, w)
     for r in range(nb):
         off = r * w + nb - 1 - r
@@ -255,11 +278,11 @@ def _window(lo, hi, i, j0, L):
 
 
 @njit(**_VEC)
-def _forward_pairs(gemm, q, k, v, out, lse, pairs, lengths, lo, hi, posh, bu, bv, scale, rel,
-                   block, S, BD, QU, QV, Qs, Ks, Vs):
+def _forward_pairs(gemm, q, k, v, out, lse, pairs, lengths, lo, hi, posT, bu, bv, scale, rel,
+                   block, S, BD, QU, QV, Qs, Kt, Vs):
     """Forward of every (b, h) in ``pairs [n, 2]``: writes ``out`` (zero on padded frames)
-    and ``lse [B, H, T]``. ``S``, ``BD``, ``QU``, ``QV`` and the slabs ``Qs, Ks, Vs [T, d]``
-    are this group's scratch."""
+    and ``lse [B, H, T]``. ``S``, ``BD``, ``QU``, ``QV`` and the slabs ``Qs, Vs [T, d]``,
+    ``Kt [d, T]`` are this group's scratch."""
     T = q.shape[0]
     d = Qs.shape[1]
     sz = q.itemsize
@@ -268,14 +291,14 @@ def _forward_pairs(gemm, q, k, v, out, lse, pairs, lengths, lo, hi, posh, bu, bv
         h = pairs[p, 1]
         L = lengths[b]
         _gather(q, b, h, L, Qs)
-        _gather(k, b, h, L, Ks)
+        _gather_t(k, b, h, L, Kt)
         _gather(v, b, h, L, Vs)
         op, ldo = _slab(out, b, h, d)
         for i0 in range(0, L, block):
             nb = min(block, L - i0)
             j0 = lo[i0]
             nk = min(hi[i0 + nb - 1], L) - j0
-            _scores(gemm, Qs, Ks, posh, bu, bv, h, i0, nb, j0, nk, T, scale, rel, S, BD, QU,
+            _scores(gemm, Qs, Kt, posT, bu, bv, h, i0, nb, j0, nk, T, scale, rel, S, BD, QU,
                     QV)
             for r in range(nb):
                 a, e = _window(lo, hi, i0 + r, j0, L)
@@ -288,12 +311,13 @@ def _forward_pairs(gemm, q, k, v, out, lse, pairs, lengths, lo, hi, posh, bu, bv
 
 @njit(**_VEC)
 def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, lo, hi, posh,
-                    bu, bv, scale, rel, block, S, BD, QU, QV, DS, DBD, TMP, delta, Qs, Ks, Vs,
-                    Gs, dKs, dVs, dpos, dbu, dbv):
+                    posT, bu, bv, scale, rel, block, S, BD, QU, QV, DS, DBD, TMP, delta, Qs, Ks,
+                    Kt, Vt, Gs, dKs, dVs, dpos, dbu, dbv):
     """Backward of every (b, h) in ``pairs``: writes ``dq``, ``dk``, ``dv`` (zero on padded
     frames) and, with ``rel``, adds into this group's ``dpos [H, 2T-1, d]``, ``dbu``,
     ``dbv [H, d]``. ``dout`` is read on valid rows only; ``Gs`` holds its slab, ``dKs``,
-    ``dVs [T, d]`` accumulate the key and value gradients."""
+    ``dVs [T, d]`` accumulate the key and value gradients; ``Kt, Vt [d, T]`` are slabs
+    transposed."""
     T = q.shape[0]
     d = Qs.shape[1]
     sz = q.itemsize
@@ -303,7 +327,8 @@ def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, l
         L = lengths[b]
         _gather(q, b, h, L, Qs)
         _gather(k, b, h, L, Ks)
-        _gather(v, b, h, L, Vs)
+        _gather_t(k, b, h, L, Kt)
+        _gather_t(v, b, h, L, Vt)
         _gather(dout, b, h, L, Gs)
         dKs[:L] = 0
         dVs[:L] = 0
@@ -312,7 +337,7 @@ def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, l
             nb = min(block, L - i0)
             j0 = lo[i0]
             nk = min(hi[i0 + nb - 1], L) - j0
-            _scores(gemm, Qs, Ks, posh, bu, bv, h, i0, nb, j0, nk, T, scale, rel, S, BD, QU,
+            _scores(gemm, Qs, Kt, posT, bu, bv, h, i0, nb, j0, nk, T, scale, rel, S, BD, QU,
                     QV)
             for r in range(nb):
                 i = i0 + r
@@ -323,8 +348,8 @@ def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, l
             # dV += P^T dO;  dP = dO V^T
             gemm(ROW_MAJOR, TRANS, NO_TRANS, nk, d, nb, 1.0, S.ctypes.data, nk, gp, d, 1.0,
                  dVs.ctypes.data + j0 * d * sz, d)
-            gemm(ROW_MAJOR, NO_TRANS, TRANS, nb, nk, d, 1.0, gp, d, Vs.ctypes.data + j0 * d * sz,
-                 d, 0.0, DS.ctypes.data, nk)
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nb, nk, d, 1.0, gp, d, Vt.ctypes.data + j0 * sz,
+                 T, 0.0, DS.ctypes.data, nk)
             _score_grads(DS, S, delta, scale, nb, nk)
             # dQ = dS K;  dK += dS^T (q [+ u])
             gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, nb, d, nk, 1.0, DS.ctypes.data, nk,
@@ -362,9 +387,6 @@ def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, l
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
-_BLAS_LOCK = threading.Lock()
-_BLAS_THREADS: list = []   # [get, set] ctypes functions of numpy's OpenBLAS, or [None, None]
-_BLAS_USERS = [0, 0]       # calls inside single_threaded_blas, the thread count to restore
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -376,79 +398,57 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
-def _blas_thread_functions():
-    with _BLAS_LOCK:
-        if not _BLAS_THREADS:
-            found = [None, None]
-            for path in _openblas_paths():
-                try:
-                    lib = ctypes.CDLL(path)
-                except OSError:
-                    continue
-                for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"),
-                                       ("openblas", "")):
-                    get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-                    put = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-                    if get is not None and put is not None:
-                        get.restype = ctypes.c_int
-                        put.argtypes = [ctypes.c_int]
-                        found = [get, put]
-                        break
-                if found[0] is not None:
-                    break
-            _BLAS_THREADS.extend(found)
-        return _BLAS_THREADS
-
-
-@contextlib.contextmanager
-def single_threaded_blas():
-    """Hold numpy's OpenBLAS at one thread while the block: the attention GEMMs run in parallel
-    threads of their own, and OpenBLAS's pool would serialise them and oversubscribe the cores.
-    The setting is process-wide and restored when the last such block ends."""
-    get, put = _blas_thread_functions()
-    if get is None:
-        yield
-        return
-    with _BLAS_LOCK:
-        if _BLAS_USERS[0] == 0:
-            _BLAS_USERS[1] = get()
-            put(1)
-        _BLAS_USERS[0] += 1
-    try:
-        yield
-    finally:
-        with _BLAS_LOCK:
-            _BLAS_USERS[0] -= 1
-            if _BLAS_USERS[0] == 0:
-                put(_BLAS_USERS[1])
-
-
-def _groups(lengths, lo, hi, H, threads):
-    """The (b, h) pairs dealt into ``threads`` groups of about equal work (the number of scores
-    of each sequence), largest first to the least loaded group: a list of int64 ``[n, 2]``."""
+def _deal(items, threads):
+    """``(cost, item)`` pairs dealt into ``threads`` (None: the cores) groups of about equal
+    cost, largest first to the least loaded group; empty groups are dropped."""
     n = (os.cpu_count() or 1) if threads is None else int(threads)
-    B = lengths.size
-    cost = np.array([int(np.sum(np.minimum(hi[:L], L) - lo[:L])) for L in lengths])
-    items = sorted(((cost[b], b, h) for b in range(B) for h in range(H) if lengths[b] > 0),
-                   reverse=True)
     n = max(1, min(n, len(items)))
     load = [0] * n
     dealt: list[list] = [[] for _ in range(n)]
-    for c, b, h in items:
+    for c, item in sorted(items, key=lambda ci: -ci[0]):
         g = load.index(min(load))
         load[g] += c
-        dealt[g].append((b, h))
-    return [np.array(g, np.int64).reshape(-1, 2) for g in dealt if g]
+        dealt[g].append(item)
+    return [g for g in dealt if g]
+
+
+def _groups(lengths, lo, hi, H, threads):
+    """The (b, h) pairs of the non-empty sequences in groups of about equal work (the number of
+    scores of each sequence): a list of int64 ``[n, 2]``."""
+    cost = [int(np.sum(np.minimum(hi[:L], L) - lo[:L])) for L in lengths]
+    items = [(cost[b], (b, h)) for b in range(lengths.size) for h in range(H) if lengths[b]]
+    return [np.array(g, np.int64).reshape(-1, 2) for g in _deal(items, threads)]
+
+
+def _sequence_groups(lengths, threads):
+    """The sequences in groups of about equal frame counts, for the projections: lists of b."""
+    return _deal([(int(L), b) for b, L in enumerate(lengths)], threads)
 
 
 def _run(groups, fn):
-    """``fn(g, pairs)`` for every group: the first in this thread, the others in the pool."""
-    with single_threaded_blas():
-        futures = [_pool().submit(fn, g, pairs) for g, pairs in enumerate(groups) if g > 0]
-        if groups:
-            fn(0, groups[0])
-        for f in futures:
-            f.result()
+    """``fn(g, group)`` for every group, one per thread (the first in this one), each thread's
+    BLAS calls single-threaded through OpenBLAS's thread-local setting (the RNN-T kernel's
+    ``_blas_threads_local``): the GEMMs run in parallel threads of their own, and OpenBLAS's
+    pool would serialise them and oversubscribe the cores. Without that setting (another BLAS)
+    the groups run one after the other in this thread and the BLAS threads its own GEMMs."""
+    set_local = _blas_threads_local()
+    if set_local is None:
+        for g, group in enumerate(groups):
+            fn(g, group)
+        return
+
+    def work(g, group):
+        prev = set_local(1)
+        try:
+            fn(g, group)
+        finally:
+            set_local(prev)
+
+    futures = [_pool().submit(work, g, group) for g, group in enumerate(groups) if g > 0]
+    if groups:
+        work(0, groups[0])
+    for f in futures:
+        f.result()
 
 
 # --- entry points ----------------------------------------------------------------------------
@@ -469,6 +469,7 @@ class CpuAttentionCache:
     groups: list
     scale: float
     posh: np.ndarray | None  # [H, 2T-1, d]: pos [2T-1, D] head-major
+    posT: np.ndarray | None  # [H, d, 2T-1]: the same transposed
     pos_bias_u: np.ndarray | None
     pos_bias_v: np.ndarray | None
     device: str = "cpu"
@@ -487,12 +488,12 @@ def _rows(a, dt, name, shape):
 
 
 def _scratch(T, d, block, dt, rel):
-    """A group's scratch: scores ``S``, position scores ``BD``, ``QU``, ``QV`` and the
-    slabs ``Qs, Ks, Vs [T, d]``."""
+    """A group's scratch: scores ``S``, position scores ``BD``, ``QU``, ``QV`` and two
+    ``[T, d]`` slabs."""
     w = block + T - 1 if rel else 1
     qb = (block, d) if rel else (1, 1)
     return (np.empty(block * T, dt), np.empty(block * w, dt), np.empty(qb, dt),
-            np.empty(qb, dt), np.empty((T, d), dt), np.empty((T, d), dt), np.empty((T, d), dt))
+            np.empty(qb, dt), np.empty((T, d), dt), np.empty((T, d), dt))
 
 
 def attention_forward(q, k, v, lengths=None, num_heads=1, causal=False, chunk_size=None,
@@ -516,13 +517,15 @@ def attention_forward(q, k, v, lengths=None, num_heads=1, causal=False, chunk_si
     scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
     rel = pos is not None
     if rel:
-        # head-major [H, 2T-1, d]: each head's positions one contiguous slab for the GEMMs
+        # head-major [H, 2T-1, d] (and transposed, [H, d, 2T-1]): each head's positions one
+        # contiguous slab for the GEMMs
         posh = np.ascontiguousarray(
             np.asarray(pos, dt).reshape(2 * T - 1, H, d).transpose(1, 0, 2))
+        posT = np.ascontiguousarray(posh.transpose(0, 2, 1))
         bu = np.ascontiguousarray(pos_bias_u, dt).reshape(H, d)
         bv = np.ascontiguousarray(pos_bias_v, dt).reshape(H, d)
     else:
-        posh = np.zeros((1, 1, 1), dt)
+        posh = posT = np.zeros((1, 1, 1), dt)
         bu = bv = np.zeros((1, 1), dt)
     out = np.empty((T, B, D), dt) if out is None else _rows(out, dt, "out", (T, B, D))
     lse = np.zeros((B, H, T), np.float64)
@@ -531,15 +534,17 @@ def attention_forward(q, k, v, lengths=None, num_heads=1, causal=False, chunk_si
     block = QUERY_BLOCK
 
     def work(g, pairs):
-        _forward_pairs(gemm, q, k, v, out, lse, pairs, lengths, lo, hi, posh, bu, bv,
-                       scale, rel, block, *_scratch(T, d, block, dt, rel))
+        S, BD, QU, QV, Qs, Vs = _scratch(T, d, block, dt, rel)
+        _forward_pairs(gemm, q, k, v, out, lse, pairs, lengths, lo, hi, posT, bu, bv,
+                       scale, rel, block, S, BD, QU, QV, Qs, np.empty((d, T), dt), Vs)
 
     _run(groups, work)
     # sequences with no frames are in no group: their outputs are still to be zeroed
     for b in np.nonzero(lengths == 0)[0]:
         out[:, b] = 0
     cache = CpuAttentionCache(q, k, v, out, lse, lengths, lo, hi, groups, scale,
-                              posh if rel else None, bu if rel else None, bv if rel else None)
+                              posh if rel else None, posT if rel else None, bu if rel else None,
+                              bv if rel else None)
     return out, cache
 
 
@@ -558,6 +563,7 @@ def attention_backward(dout, cache: CpuAttentionCache, dq=None, dk=None, dv=None
     dq, dk, dv = (np.empty((T, B, D), dt) if a is None else a for a in (dq, dk, dv))
     rel = c.posh is not None
     posh = c.posh if rel else np.zeros((1, 1, 1), dt)
+    posT = c.posT if rel else posh
     bu = c.pos_bias_u if rel else np.zeros((1, 1), dt)
     bv = c.pos_bias_v if rel else np.zeros((1, 1), dt)
     n = len(c.groups)
@@ -568,12 +574,13 @@ def attention_backward(dout, cache: CpuAttentionCache, dq=None, dk=None, dv=None
     block = QUERY_BLOCK
 
     def work(g, pairs):
-        S, BD, QU, QV, Qs, Ks, Vs = _scratch(T, d, block, dt, rel)
+        S, BD, QU, QV, Qs, Ks = _scratch(T, d, block, dt, rel)
         _backward_pairs(gemm, c.q, c.k, c.v, c.out, dout, c.lse, dq, dk, dv, pairs, c.lengths,
-                        c.lo, c.hi, posh, bu, bv, c.scale, rel, block, S, BD, QU, QV,
+                        c.lo, c.hi, posh, posT, bu, bv, c.scale, rel, block, S, BD, QU, QV,
                         np.empty_like(S), np.empty_like(BD), np.empty((block, d), dt),
-                        np.empty(block, dt), Qs, Ks, Vs, np.empty((T, d), dt),
-                        np.empty((T, d), dt), np.empty((T, d), dt), dpos[g], dbu[g], dbv[g])
+                        np.empty(block, dt), Qs, Ks, np.empty((d, T), dt), np.empty((d, T), dt),
+                        np.empty((T, d), dt), np.empty((T, d), dt), np.empty((T, d), dt),
+                        dpos[g], dbu[g], dbv[g])
 
     _run(c.groups, work)
     for b in np.nonzero(c.lengths == 0)[0]:   # in no group
@@ -587,74 +594,132 @@ def attention_backward(dout, cache: CpuAttentionCache, dq=None, dk=None, dv=None
 
 @dataclasses.dataclass
 class CpuMHSACache:
-    """What :func:`mhsa_backward` needs (``x`` with its padding zeroed, the core's cache)."""
+    """What :func:`mhsa_backward` needs: ``x`` (referenced: do not overwrite it before the
+    backward), the core's cache (whose q, k, v and output live in batch-major buffers)."""
 
     x: np.ndarray
+    o: np.ndarray            # [B, T, D] the core's output, batch-major
     core: CpuAttentionCache
     w_in: np.ndarray
     w_out: np.ndarray
     pos_emb: np.ndarray | None
+    seqs: list               # the sequence groups of the projections' threads
     device: str = "cpu"
 
 
-def _padding_mask(T, lengths):
-    """bool [T, B]: True on padded frames, or None when there are none."""
-    pad = np.arange(T)[:, None] >= lengths[None, :]
-    return pad if pad.any() else None
+def _mm(gemm, a, b, c, ta=False, tb=False, beta=0.0):
+    """``c = op(a) @ op(b) + beta * c`` through CBLAS on 2-D arrays whose rows may be strided
+    (unit stride along them), e.g. one sequence's valid frames ``x[:L, b]`` of a ``[T, B, D]``
+    array: no copy, and the padded frames are never read."""
+    M = a.shape[1] if ta else a.shape[0]
+    K = a.shape[0] if ta else a.shape[1]
+    N = b.shape[0] if tb else b.shape[1]
+    if M == 0 or N == 0:
+        return
+    sz = a.itemsize
+
+    def ld(x):
+        return max(x.strides[0] // sz, x.shape[1], 1)
+
+    gemm(ROW_MAJOR, TRANS if ta else NO_TRANS, TRANS if tb else NO_TRANS, M, N, K, 1.0,
+         a.ctypes.data, ld(a), b.ctypes.data, ld(b), beta, c.ctypes.data, ld(c))
 
 
 def mhsa_forward(x, w_in, b_in, w_out, b_out, num_heads, lengths=None, causal=False,
                  chunk_size=None, left_chunks=None, pos_emb=None, w_pos=None, pos_bias_u=None,
                  pos_bias_v=None, scale=None, threads=None):
-    """The self-attention layer on the CPU; arguments and results as the reference twin."""
+    """The self-attention layer on the CPU; arguments and results as the reference twin.
+
+    The projections run per sequence over its valid frames only (one GEMM each, reading
+    ``x[:L, b]`` in place), into batch-major ``[B, T, 3D]`` q, k, v whose rows the core reads
+    in place; padded frames are never read, so they cost nothing and may hold anything.
+    """
     x = np.asarray(x)
     dt = x.dtype if x.dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    x = _rows(x, dt, "x", x.shape)
     T, B, D = x.shape
     lengths = check_lengths(lengths, T, B)
-    pad = _padding_mask(T, lengths)
-    x = np.array(x, dt) if pad is not None else np.ascontiguousarray(x, dt)
-    if pad is not None:
-        x[pad] = 0   # so that no padded value reaches dW_in (0 * inf would)
     w_in = np.ascontiguousarray(w_in, dt)
     w_out = np.ascontiguousarray(w_out, dt)
-    qkv = np.matmul(x.reshape(T * B, D), w_in.T).reshape(T, B, 3 * D)
-    if b_in is not None:
-        qkv += np.asarray(b_in, dt)
+    b_in = None if b_in is None else np.asarray(b_in, dt)
+    b_out = None if b_out is None else np.asarray(b_out, dt)
+    gemm = gemm_function(dt)
+    seqs = _sequence_groups(lengths, threads)
+    qkv = np.empty((B, T, 3 * D), dt)
+
+    def project_in(g, bs):
+        for b in bs:
+            L = lengths[b]
+            _mm(gemm, x[:L, b], w_in, qkv[b, :L], tb=True)
+            if b_in is not None:
+                qkv[b, :L] += b_in
+
+    _run(seqs, project_in)
     pos = None
     if pos_emb is not None:
         pos_emb = np.ascontiguousarray(pos_emb, dt)
         pos = np.matmul(pos_emb, np.asarray(w_pos, dt).T)
-    o, core = attention_forward(qkv[..., :D], qkv[..., D:2 * D], qkv[..., 2 * D:], lengths,
+    tm = qkv.transpose(1, 0, 2)          # [T, B, 3D] view
+    o = np.empty((B, T, D), dt)
+    _, core = attention_forward(tm[..., :D], tm[..., D:2 * D], tm[..., 2 * D:], lengths,
                                 num_heads, causal, chunk_size, left_chunks, pos, pos_bias_u,
-                                pos_bias_v, scale, threads)
-    y = np.matmul(o.reshape(T * B, D), w_out.T).reshape(T, B, D)
-    if b_out is not None:
-        y += np.asarray(b_out, dt)
-    if pad is not None:
-        y[pad] = 0
-    return y, CpuMHSACache(x, core, w_in, w_out, pos_emb)
+                                pos_bias_v, scale, threads, out=o.transpose(1, 0, 2))
+    y = np.empty((T, B, D), dt)
+
+    def project_out(g, bs):
+        for b in bs:
+            L = lengths[b]
+            _mm(gemm, o[b, :L], w_out, y[:L, b], tb=True)
+            if b_out is not None:
+                y[:L, b] += b_out
+            y[L:, b] = 0
+
+    _run(seqs, project_out)
+    return y, CpuMHSACache(x, o, core, w_in, w_out, pos_emb, seqs)
 
 
 def mhsa_backward(dy, cache: CpuMHSACache):
-    """Gradients of the CPU self-attention layer; results as the reference twin."""
+    """Gradients of the CPU self-attention layer; results as the reference twin. ``dy`` is
+    read on valid frames only."""
     c = cache
     T, B, D = c.x.shape
     dt = c.x.dtype
-    pad = _padding_mask(T, c.core.lengths)
-    dy = np.array(dy, dt) if pad is not None else np.ascontiguousarray(dy, dt)
-    if pad is not None:
-        dy[pad] = 0
-    dy2 = dy.reshape(T * B, D)
-    dw_out = np.matmul(dy2.T, c.core.out.reshape(T * B, D))
-    db_out = dy2.sum(axis=0)
-    do = np.matmul(dy2, c.w_out).reshape(T, B, D)
-    dqkv = np.empty((T, B, 3 * D), dt)
-    grads = attention_backward(do, c.core, dqkv[..., :D], dqkv[..., D:2 * D],
-                               dqkv[..., 2 * D:])
-    dqkv2 = dqkv.reshape(T * B, 3 * D)
-    dx = np.matmul(dqkv2, c.w_in).reshape(T, B, D)
-    dw_in = np.matmul(dqkv2.T, c.x.reshape(T * B, D))
-    out = (dx, dw_in, dqkv2.sum(axis=0), dw_out, db_out)
+    lengths = c.core.lengths
+    dy = _rows(dy, dt, "dy", (T, B, D))
+    gemm = gemm_function(dt)
+    n = len(c.seqs)
+    dw_out = np.zeros((max(n, 1), D, D), dt)   # one accumulator per thread
+    db_out = np.zeros((max(n, 1), D), dt)
+    do = np.empty((B, T, D), dt)
+
+    def back_out(g, bs):
+        for b in bs:
+            L = lengths[b]
+            _mm(gemm, dy[:L, b], c.o[b, :L], dw_out[g], ta=True, beta=1.0)
+            db_out[g] += dy[:L, b].sum(axis=0)
+            _mm(gemm, dy[:L, b], c.w_out, do[b, :L])
+
+    _run(c.seqs, back_out)
+    dqkv = np.empty((B, T, 3 * D), dt)
+    tm = dqkv.transpose(1, 0, 2)
+    grads = attention_backward(do.transpose(1, 0, 2), c.core, tm[..., :D], tm[..., D:2 * D],
+                               tm[..., 2 * D:])
+    dx = np.empty((T, B, D), dt)
+    dw_in = np.zeros((max(n, 1), 3 * D, D), dt)
+    db_in = np.zeros((max(n, 1), 3 * D), dt)
+
+    def back_in(g, bs):
+        for b in bs:
+            L = lengths[b]
+            _mm(gemm, dqkv[b, :L], c.w_in, dx[:L, b])
+            dx[L:, b] = 0
+            _mm(gemm, dqkv[b, :L], c.x[:L, b], dw_in[g], ta=True, beta=1.0)
+            db_in[g] += dqkv[b, :L].sum(axis=0)
+
+    _run(c.seqs, back_in)
+    dw_in, db_in, dw_out, db_out = (a.sum(axis=0) if n > 1 else a[0]
+                                    for a in (dw_in, db_in, dw_out, db_out))
+    out = (dx, dw_in, db_in, dw_out, db_out)
     if c.pos_emb is None:
         return out
     dpos, dbu, dbv = grads[3:]

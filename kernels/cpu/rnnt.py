@@ -14,25 +14,24 @@ lattice). Both entry points share three stages, with the recursions in float64 l
 frames of all sequences (two streaming passes over the logits; the gradient may be written over
 them with ``out=logits``).
 
-``rnnt_joiner_loss`` never holds the ``[B, T, U+1, V]`` logits ("function merging"): the valid
-nodes are cut into blocks of ``block`` rows, and for each block the joiner is computed on the
-spot, ``h = tanh(enc[t] + pred[u])`` (njit) and ``z = [h | 1] @ [W | b]^T`` (one BLAS GEMM, the
-bias riding along as a column of ones), and reduced to stage 1's three numbers per node. After
-stage 2 the blocks are computed again for the backward: ``dz`` (stage 3, in place of ``z``),
-``dh = dz @ [W | b]`` and ``d[W | b] += dz^T @ [h | 1]`` (two more GEMMs), and ``d(enc + pred) =
-dh * (1 - h^2)`` added into ``d_enc[b, t]`` and ``d_pred[b, u]``. Nodes whose occupancy
-``pb + pl`` is below ``prune`` (default 1e-12) are left out of the backward: their gradient rows
-are bounded by ``2 * occupancy`` in absolute sum, so each changes an entry of ``d_weight`` or
-``d_enc``/``d_pred`` by at most ``2e-12 * max|h|`` or ``2e-12 * max|W|``; with random logits about
-40% of the nodes are left out (B=8 T=200 U=50 V=500), with a trained, peaky model most of them.
-``prune=0`` keeps every node. Threads: the nodes are dealt into one contiguous range per thread
-and each thread works through its blocks alone, its GEMMs made single-threaded with OpenBLAS's
-``openblas_set_num_threads_local``: one parallel region per pass and one kind of thread on the
-cores (numba's workers, OpenBLAS's and ours, interleaved per block, spun against each other and
-made two threads slower than one on the 2-core VM). Peak memory is a few blocks per thread
-(``block * (V + 2H)`` floats), the float64 ``[B, T, U+1]`` node arrays, and per extra thread its
-own ``d_enc``, ``d_pred`` and ``d_weight`` (summed at the end).
-"""
+``rnnt_joiner_loss`` never holds the ``[B, T, U+1, V]`` logits ("function merging"): the valid nodes
+are cut into blocks of ``block`` rows, and for each block the joiner is computed on the spot, ``h =
+tanh(enc[t, b] + pred[u, b])`` (njit) and ``z = [h | 1] @ [W | b]^T`` (one BLAS GEMM, the bias
+riding along as a column of ones), and reduced to stage 1's three numbers per node. After stage 2
+the blocks are computed again for the backward: ``dz`` (stage 3, in place of ``z``), ``dh = dz @ [W
+| b]`` and ``d[W | b] += dz^T @ [h | 1]`` (two more GEMMs), and ``d(enc + pred) = dh * (1 - h^2)``
+added into ``d_enc[t, b]`` and ``d_pred[u, b]``. Nodes whose occupancy ``pb + pl`` is below
+``prune`` (default 1e-12) are left out of the backward: their gradient rows are bounded by ``2 *
+occupancy`` in absolute sum, so each changes an entry of ``d_weight`` or ``d_enc``/``d_pred`` by at
+most ``2e-12 * max|h|`` or ``2e-12 * max|W|``; with random logits about 40% of the nodes are left
+out (B=8 T=200 U=50 V=500), more the more peaked the model. ``prune=0`` keeps every node.
+Threads: the nodes are dealt into one contiguous range per thread and each thread works through its
+blocks alone, its GEMMs made single-threaded with OpenBLAS's ``openblas_set_num_threads_local``: one
+parallel region per pass and one kind of thread on the cores (numba's workers, OpenBLAS's and ours,
+interleaved per block, spun against each other and made two threads slower than one on the 2-core
+VM). Peak memory is a few blocks per thread (``block * (V + 2H)`` floats), the float64 ``[B, T,
+U+1]`` node arrays, and per extra thread its own ``d_enc``, ``d_pred`` and ``d_weight`` (summed at
+the end). """
 
 from __future__ import annotations
 
@@ -249,9 +248,9 @@ def _tanh_row(e, p, h):
 
 @njit(**_VEC)
 def _hidden(enc, pred, rows, h):
-    """h[i] = [tanh(enc[b, t] + pred[b, u]), 1] for the nodes rows[i] = (b, t, u)."""
+    """h[i] = [tanh(enc[t, b] + pred[u, b]), 1] for the nodes rows[i] = (b, t, u)."""
     for i in range(rows.shape[0]):
-        _tanh_row(enc[rows[i, 0], rows[i, 1]], pred[rows[i, 0], rows[i, 2]], h[i])
+        _tanh_row(enc[rows[i, 1], rows[i, 0]], pred[rows[i, 2], rows[i, 0]], h[i])
 
 
 @njit(**_VEC)
@@ -282,11 +281,11 @@ def _block_grads(z, rows, targets, target_lengths, blank, lse, pb, pl):
 
 @njit(fastmath={"contract"}, **_VEC)
 def _scatter_hidden_grads(dh, h, rows, d_enc, d_pred):
-    """da = dh * (1 - h^2) per node, added into d_enc[b, t] and d_pred[b, u]."""
+    """da = dh * (1 - h^2) per node, added into d_enc[t, b] and d_pred[u, b]."""
     H = d_enc.shape[2]
     for i in range(rows.shape[0]):
-        de = d_enc[rows[i, 0], rows[i, 1]]
-        dp = d_pred[rows[i, 0], rows[i, 2]]
+        de = d_enc[rows[i, 1], rows[i, 0]]
+        dp = d_pred[rows[i, 2], rows[i, 0]]
         dhi = dh[i]
         hi = h[i]
         for j in range(H):
@@ -349,8 +348,8 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
                      threads: int | None = None):
     """RNN-T loss of the additive joiner with the joiner merged in, on the CPU.
 
-    Same contract as ``reference.rnnt.rnnt_joiner_loss``: enc float [B, T, H], pred float
-    [B, U+1, H], weight [V, H], bias [V], targets int32 [B, S], input_lengths and target_lengths
+    Same contract as ``reference.rnnt.rnnt_joiner_loss``: enc float [T, B, H], pred float
+    [U+1, B, H], weight [V, H], bias [V], targets int32 [B, S], input_lengths and target_lengths
     int32 [B] (checked by the caller). ``block``: joiner rows per GEMM; ``prune``: nodes of
     lower occupancy are left out of the backward (see the module docstring; 0 keeps all);
     ``threads`` (None: numba's thread count): the nodes are dealt into that many contiguous
@@ -361,8 +360,8 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
         else np.dtype(np.float32)
     enc = np.ascontiguousarray(enc, dtype=dt)
     pred = np.ascontiguousarray(pred, dtype=dt)
-    B, T, H = enc.shape
-    U1 = pred.shape[1]
+    T, B, H = enc.shape
+    U1 = pred.shape[0]
     V = weight.shape[0]
     w_aug = np.empty((V, H + 1), dt)   # [W | b]: the bias is the weight of a constant 1
     w_aug[:, :H] = weight
@@ -394,7 +393,7 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
     bounds = _split(kept.shape[0], workers)
     # each worker adds into its own gradients (nodes of two ranges may share a frame, and all
     # share label positions and the weights); the first worker's are the results
-    acc = [(np.zeros((B, T, H), dt), np.zeros((B, U1, H), dt), np.zeros((V, H + 1), dt))
+    acc = [(np.zeros((T, B, H), dt), np.zeros((U1, B, H), dt), np.zeros((V, H + 1), dt))
            for _ in range(max(1, len(bounds)))]
 
     def backward(k, r0, r1):

@@ -14,7 +14,7 @@ lattice) and the same three stages as ``kernels/cpu/rnnt.py``:
    with ``out=logits`` it is written over the logits, each element by the thread that read it.
 
 ``rnnt_joiner_loss`` runs the joiner in blocks of rows as on the CPU: ``_hidden_kernel`` builds
-``[tanh(enc[t] + pred[u]) | 1]``, a GEMM gives ``z = h @ [W | b]^T``, and the backward adds
+``[tanh(enc[t, b] + pred[u, b]) | 1]``, a GEMM gives ``z = h @ [W | b]^T``, and the backward adds
 ``dz^T @ h`` into ``d[W | b]`` (a GEMM with beta = 1) and ``dh * (1 - h^2)`` into ``d_enc`` and
 ``d_pred`` with atomic adds (so the last bits of those may vary from run to run). The lattice
 nodes, and those kept for the backward (occupancy >= ``prune``), are listed on the host.
@@ -196,7 +196,7 @@ def _lattice_kernel(lpb, lpl, input_lengths, target_lengths, alpha, beta, costs,
 
 @cuda.jit
 def _hidden_kernel(enc, pred, rows, h):
-    """h[i] = [tanh(enc[b, t] + pred[b, u]), 1] for rows[i] = (b, t, u); one thread per entry."""
+    """h[i] = [tanh(enc[t, b] + pred[u, b]), 1] for rows[i] = (b, t, u); one thread per entry."""
     k = cuda.grid(1)
     H1 = h.shape[1]
     if k < rows.shape[0] * H1:
@@ -205,7 +205,7 @@ def _hidden_kernel(enc, pred, rows, h):
         if j == H1 - 1:
             h[i, j] = 1
         else:
-            h[i, j] = math.tanh(enc[rows[i, 0], rows[i, 1], j] + pred[rows[i, 0], rows[i, 2], j])
+            h[i, j] = math.tanh(enc[rows[i, 1], rows[i, 0], j] + pred[rows[i, 2], rows[i, 0], j])
 
 
 @cuda.jit
@@ -225,15 +225,15 @@ def _block_grad_kernel(z, rows, targets, target_lengths, blank, lse, pb, pl):
 
 @cuda.jit
 def _scatter_kernel(dh, h, rows, d_enc, d_pred):
-    """d_enc[b, t] and d_pred[b, u] += dh[i] * (1 - h[i]^2) (atomic adds), one thread per entry."""
+    """d_enc[t, b] and d_pred[u, b] += dh[i] * (1 - h[i]^2) (atomic adds), one thread per entry."""
     k = cuda.grid(1)
     H = d_enc.shape[2]
     if k < rows.shape[0] * H:
         i = k // H
         j = k - i * H
         a = dh[i, j] * (1 - h[i, j] * h[i, j])
-        cuda.atomic.add(d_enc, (rows[i, 0], rows[i, 1], j), a)
-        cuda.atomic.add(d_pred, (rows[i, 0], rows[i, 2], j), a)
+        cuda.atomic.add(d_enc, (rows[i, 1], rows[i, 0], j), a)
+        cuda.atomic.add(d_pred, (rows[i, 2], rows[i, 0], j), a)
 
 
 @cuda.jit
@@ -338,8 +338,8 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
                      blank: int = 0, block: int | None = None, prune: float = 1e-12):
     """RNN-T loss of the additive joiner merged into the kernel, on CUDA.
 
-    Same contract as ``reference.rnnt.rnnt_joiner_loss``: enc float [B, T, H], pred float
-    [B, U+1, H], weight [V, H], bias [V] (host or CUDA arrays), targets int32 [B, S],
+    Same contract as ``reference.rnnt.rnnt_joiner_loss``: enc float [T, B, H], pred float
+    [U+1, B, H], weight [V, H], bias [V] (host or CUDA arrays), targets int32 [B, S],
     input_lengths and target_lengths int32 [B] (host). ``block``: joiner rows per GEMM (default:
     2^22 / V); ``prune``: nodes of lower occupancy are left out of the backward. Returns
     ``(costs [B], (d_enc, d_pred, d_weight, d_bias))`` in the dtype of ``enc``, on the device
@@ -349,8 +349,8 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
     on_device = is_cuda_array(enc)
     dt = np.dtype(enc.dtype)
     e, p, w, bs = (to_device(a, dt) for a in (enc, pred, weight, bias))
-    B, T, H = e.shape
-    U1 = p.shape[1]
+    T, B, H = e.shape
+    U1 = p.shape[0]
     V = w.shape[0]
     il_h = np.asarray(input_lengths, dtype=np.int32)
     tl_h = np.asarray(target_lengths, dtype=np.int32)
@@ -377,8 +377,8 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
     occ = pb.copy_to_host() + pl.copy_to_host()
     kept_h = rows_h[occ[rows_h[:, 0], rows_h[:, 1], rows_h[:, 2]] >= prune] if len(rows_h) \
         else rows_h
-    d_enc = device_zeros((B, T, H), dt)
-    d_pred = device_zeros((B, U1, H), dt)
+    d_enc = device_zeros((T, B, H), dt)
+    d_pred = device_zeros((U1, B, H), dt)
     d_w_aug = device_zeros((V, H + 1), dt)
     dh = cuda.device_array((n_max, H + 1), dt)
     if len(kept_h):

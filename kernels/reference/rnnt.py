@@ -28,9 +28,10 @@ Conventions: a sequence with no frames has no path (cost inf, zero gradient); an
 costs ``-sum_t lpb[t, 0]``. Nodes outside ``t < T_b``, ``u <= U_b`` (padding) get zero gradients.
 
 The joiner that :func:`rnnt_joiner_loss` merges into the loss is the usual additive one,
-``logits[b, t, u] = weight @ tanh(enc[b, t] + pred[b, u]) + bias`` (``weight [V, H]`` as
-``torch.nn.Linear`` stores it), with ``enc`` and ``pred`` the encoder's and the prediction
-network's outputs already projected to the joiner's dimension H.
+``logits[b, t, u] = weight @ tanh(enc[t, b] + pred[u, b]) + bias`` (``weight [V, H]`` as
+``torch.nn.Linear`` stores it), with ``enc [T, B, H]`` and ``pred [U+1, B, H]`` the encoder's
+and the prediction network's outputs, time-major like every asrkit sequence, already projected
+to the joiner's dimension H.
 """
 
 from __future__ import annotations
@@ -134,35 +135,41 @@ def rnnt_loss(logits, targets, input_lengths, target_lengths, blank: int = 0):
     return costs.astype(dtype), grad.astype(dtype)
 
 
+def joiner_hidden(enc, pred) -> np.ndarray:
+    """enc [T, B, H], pred [U+1, B, H] -> float64 [B, T, U+1, H]: tanh(enc[t, b] + pred[u, b])."""
+    e = np.asarray(enc, np.float64).transpose(1, 0, 2)
+    p = np.asarray(pred, np.float64).transpose(1, 0, 2)
+    return np.tanh(e[:, :, None, :] + p[:, None, :, :])
+
+
 def joiner(enc, pred, weight, bias) -> np.ndarray:
-    """The additive joiner: enc [B, T, H], pred [B, U+1, H], weight [V, H], bias [V] ->
-    logits [B, T, U+1, V] = ``weight @ tanh(enc[b, t] + pred[b, u]) + bias`` (float64)."""
-    h = np.tanh(np.asarray(enc, np.float64)[:, :, None, :]
-                + np.asarray(pred, np.float64)[:, None, :, :])
-    return h @ np.asarray(weight, np.float64).T + np.asarray(bias, np.float64)
+    """The additive joiner: enc [T, B, H], pred [U+1, B, H], weight [V, H], bias [V] ->
+    logits float64 [B, T, U+1, V] = ``weight @ tanh(enc[t, b] + pred[u, b]) + bias``."""
+    return joiner_hidden(enc, pred) @ np.asarray(weight, np.float64).T \
+        + np.asarray(bias, np.float64)
 
 
 def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_lengths,
                      blank: int = 0):
     """RNN-T loss of the additive joiner's logits, with gradients for the joiner's inputs.
 
-    Takes enc float [B, T, H] (encoder output projected to the joiner dimension), pred float
-    [B, U+1, H] (prediction network output, projected; row 0 is the start), weight float [V, H],
-    bias float [V], targets int [B, S], input_lengths and target_lengths int [B]. Returns
-    ``(costs [B], (d_enc [B, T, H], d_pred [B, U+1, H], d_weight [V, H], d_bias [V]))`` in the
-    dtype of ``enc``: the costs of :func:`rnnt_loss` on ``joiner(enc, pred, weight, bias)`` and
-    the gradients of their sum (zero on padded frames and labels). Here the full logits are
-    built: this is the specification the memory-lean kernels are checked against.
+    Takes enc float [T, B, H] (encoder output projected to the joiner dimension), pred float
+    [U+1, B, H] (prediction network output, projected; row 0 follows the start symbol) -- both
+    time-major, as asrkit's sequences are -- weight float [V, H], bias float [V], targets int
+    [B, S], input_lengths and target_lengths int [B]. Returns ``(costs [B], (d_enc [T, B, H],
+    d_pred [U+1, B, H], d_weight [V, H], d_bias [V]))`` in the dtype of ``enc``: the costs of
+    :func:`rnnt_loss` on ``joiner(enc, pred, weight, bias)`` and the gradients of their sum
+    (zero on padded frames and label positions). Here the full logits are built: this is the
+    specification the memory-lean kernels are checked against.
     """
     enc = np.asarray(enc)
     dtype = enc.dtype if enc.dtype in (np.float32, np.float64) else np.float64
-    logits = joiner(enc, pred, weight, bias)
+    h = joiner_hidden(enc, pred)
+    logits = h @ np.asarray(weight, np.float64).T + np.asarray(bias, np.float64)
     costs, dz = rnnt_loss(logits, targets, input_lengths, target_lengths, blank)
-    h = np.tanh(enc.astype(np.float64)[:, :, None, :]
-                + np.asarray(pred, np.float64)[:, None, :, :])
-    dh = dz @ np.asarray(weight, np.float64)
-    da = dh * (1.0 - h * h)
+    da = (dz @ np.asarray(weight, np.float64)) * (1.0 - h * h)
     d_weight = np.einsum("btuv,btuh->vh", dz, h)
     d_bias = dz.sum(axis=(0, 1, 2))
-    grads = (da.sum(axis=2), da.sum(axis=1), d_weight, d_bias)
-    return costs.astype(dtype), tuple(g.astype(dtype) for g in grads)
+    grads = (da.sum(axis=2).transpose(1, 0, 2), da.sum(axis=1).transpose(1, 0, 2), d_weight,
+             d_bias)
+    return costs.astype(dtype), tuple(np.ascontiguousarray(g, dtype=dtype) for g in grads)

@@ -115,6 +115,12 @@ def test_graph_folder_files_are_checked_against_each_other(loop_folder, tmp_path
     (folder / "TLG.npz").write_bytes(bytes(data))
     with pytest.raises(ValueError, match="TLG.npz: (damaged|not an) asrkit binary FST"):
         load_fst(folder / "TLG.npz")
+    data = bytearray((loop_folder / "TLG.npz").read_bytes())
+    central = bytes(data).index(b"PK\x01\x02")  # first central-directory record
+    data[central + 10] = 99  # its compression method: zipfile raises NotImplementedError
+    (folder / "TLG.npz").write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="TLG.npz: damaged asrkit binary FST"):
+        load_fst(folder / "TLG.npz")
 
 
 def test_symbol_and_fst_text_errors_name_file_and_line(tmp_path):

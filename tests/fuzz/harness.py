@@ -10,6 +10,7 @@ byte- and text-level mutators so every parser is fuzzed the same way.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -43,8 +44,21 @@ class Result:
 def run_cli(argv: list[str], timeout: float = TIMEOUT_S, cwd: str | None = None,
             env: dict | None = None, stdin: bytes | None = None) -> Result:
     """Run ``python -m asrkit ARGV`` in a child process with a time limit."""
+    return _run_child(["-m", "asrkit"], list(argv), timeout, cwd, env, stdin)
+
+
+def run_python(code: str, argv: list[str], timeout: float = TIMEOUT_S, cwd: str | None = None,
+               env: dict | None = None) -> Result:
+    """Run ``python -c CODE ARGV`` in a child process with a time limit: for public Python
+    APIs that no command reaches (``sys.argv[1:]`` is ``argv``). The code reports a clean
+    failure by printing one line to stderr and exiting non-zero."""
+    return _run_child(["-c", code], list(argv), timeout, cwd, env, None)
+
+
+def _run_child(head: list[str], argv: list[str], timeout: float, cwd: str | None,
+               env: dict | None, stdin: bytes | None) -> Result:
     child_env = {**os.environ, "ASRKIT_NO_PROGRESS": "1", **(env or {})}
-    p = subprocess.Popen([sys.executable, "-m", "asrkit", *argv], cwd=cwd, env=child_env,
+    p = subprocess.Popen([sys.executable, *head, *argv], cwd=cwd, env=child_env,
                          stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -57,9 +71,43 @@ def run_cli(argv: list[str], timeout: float = TIMEOUT_S, cwd: str | None = None,
     return Result(list(argv), rc, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
 
 
+def outcome(res: Result, names: str | list[str] | None = None, zero_ok: bool = False) -> str:
+    """What a run did, in one word: ``hang``, ``signal``, ``traceback``, ``exit0`` (status 0
+    where a failure was due), ``unnamed`` (a failure whose message names none of ``names``),
+    ``clean`` (a clean failure) or ``ok`` (status 0 where that is allowed)."""
+    if res.returncode is None:
+        return "hang"
+    if res.signal is not None:
+        return "signal"
+    if "Traceback (most recent call last)" in res.stderr:
+        return "traceback"
+    if res.returncode == 0:
+        return "ok" if zero_ok else "exit0"
+    text = res.stderr.strip()
+    if not text:
+        return "unnamed"
+    if names:
+        names = [names] if isinstance(names, str) else names
+        if not any(n in text for n in names):
+            return "unnamed"
+    return "clean"
+
+
+def _log_outcome(res: Result, names, zero_ok: bool) -> None:
+    """Append the run's outcome to the file named by ``ASRKIT_FUZZ_LOG`` (one JSON line per
+    case), so a whole fuzz pass can be tallied before and after a fix."""
+    path = os.environ.get("ASRKIT_FUZZ_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"argv": res.argv, "outcome": outcome(res, names, zero_ok),
+                                "returncode": res.returncode,
+                                "stderr": res.stderr.strip().splitlines()[-1:]}) + "\n")
+
+
 def assert_clean_failure(res: Result, names: str | list[str] | None = None) -> None:
     """The run failed cleanly: exited (no hang, no signal) with a non-zero status, printed no
     traceback, and its last stderr line mentions one of ``names`` (file names, keys, ...)."""
+    _log_outcome(res, names, zero_ok=False)
     assert res.returncode is not None, "hung (killed at the time limit)\n" + res.describe()
     assert res.signal is None, f"killed by signal {res.signal}\n" + res.describe()
     assert res.returncode != 0, "exit status 0 on bad input\n" + res.describe()
@@ -76,6 +124,8 @@ def assert_clean_failure(res: Result, names: str | list[str] | None = None) -> N
 def assert_clean_outcome(res: Result, names: str | list[str] | None = None) -> None:
     """Either a success (status 0) or a clean failure: for mutations that may leave the input
     valid. Never a hang, signal or traceback."""
+    if outcome(res, names, zero_ok=True) not in ("clean", "unnamed"):  # else logged below
+        _log_outcome(res, names, zero_ok=True)
     assert res.returncode is not None, "hung (killed at the time limit)\n" + res.describe()
     assert res.signal is None, f"killed by signal {res.signal}\n" + res.describe()
     assert "Traceback (most recent call last)" not in res.stderr, res.describe()

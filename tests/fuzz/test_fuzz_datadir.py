@@ -63,7 +63,8 @@ def _act(action: str, d, tmp_path):
     conf = tmp_path / "fbank.toml"
     conf.write_text('[features]\ntype = "fbank"\ndither = 0.0\n')
     return run_cli(["compute-features", str(d), "--config", str(conf), "--out",
-                    str(tmp_path / "feats"), "--max-fail-fraction", "1"])
+                    str(tmp_path / "feats"), "--max-fail-fraction", "1"],
+                   timeout=180)  # room for a numba recompile on a loaded machine
 
 
 def _check(datadir, tmp_path, name, seed, action):
@@ -71,10 +72,15 @@ def _check(datadir, tmp_path, name, seed, action):
     mutant = mutations(path.read_bytes(), seed=seed, count=1)[0]
     path.write_bytes(mutant)
     res = _act(action, datadir, tmp_path)
-    assert_clean_outcome(res, names=[name, str(datadir)])
-    if action == "validate" and res.returncode == 1:
-        problems = json.loads(res.stdout)["problems"]
-        assert problems and all(p["file"] for p in problems), res.describe()
+    if action != "validate":
+        assert_clean_outcome(res, names=[name, str(datadir)])
+        return
+    # validate --json reports on stdout: exit 1 with every problem placed, or 0 with none
+    assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.describe()
+    report = json.loads(res.stdout)
+    errors = [p for p in report["problems"] if p["severity"] == "error"]
+    assert bool(errors) == (res.returncode == 1), res.describe()
+    assert all(p["file"].startswith(str(datadir)) for p in report["problems"]), res.describe()
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -91,7 +97,7 @@ def test_mutated_files_other_actions(datadir, tmp_path, name, action):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(3, 8))
+@pytest.mark.parametrize("seed", range(3, 5))
 @pytest.mark.parametrize("action", ACTIONS)
 @pytest.mark.parametrize("name", FILES)
 def test_mutated_files_long(datadir, tmp_path, name, action, seed):

@@ -32,7 +32,7 @@ def data(tmp_path):
 
 def _compute(data, conf, out, *extra):
     return run_cli(["compute-features", str(data), "--config", str(conf), "--out", str(out),
-                    *extra])
+                    *extra], timeout=180)  # room for a numba recompile on a loaded machine
 
 
 def _check(data, tmp_path, seed):
@@ -48,7 +48,7 @@ def test_mutated_configs(data, tmp_path, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(4, 100))
+@pytest.mark.parametrize("seed", range(4, 40))
 def test_mutated_configs_long(data, tmp_path, seed):
     _check(data, tmp_path, seed)
 

@@ -321,6 +321,21 @@ def test_cpu_layer_matches_twin_with_several_threads(rng):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-5)
 
 
+def test_cpu_groups_in_one_thread_without_thread_local_blas(rng, monkeypatch):
+    """Where OpenBLAS has no thread-local thread count the groups run in turn: same results."""
+    monkeypatch.setattr(cpu_attention, "_blas_threads_local", lambda: None)
+    T, B, D, H = 6, 3, 4, 2
+    lengths = np.array([6, 4, 5])
+    x, dy = rand(rng, T, B, D), rand(rng, T, B, D)
+    w = layer_weights(rng, D, H)
+    args = (x, w["w_in"], w["b_in"], w["w_out"], w["b_out"], H, lengths)
+    y0, c0 = mhsa_forward(*args, device="reference")
+    y1, c1 = mhsa_forward(*args, device="cpu", threads=3)
+    np.testing.assert_allclose(y1, y0, atol=2e-6)
+    for a, b in zip(mhsa_backward(dy, c1), mhsa_backward(dy, c0), strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
 def test_softmax_exp_is_accurate_over_its_range():
     from numba import njit
 

@@ -35,11 +35,11 @@ def make_batch(rng, B, T, U, V, blank=0, scale=2.0, dtype=np.float32):
 
 
 def make_joiner(rng, B, T, U, V, H, blank=0, dtype=np.float32):
-    """Random joiner inputs: (enc [B, T, H], pred [B, U+1, H], weight [V, H], bias [V], targets,
+    """Random joiner inputs: (enc [T, B, H], pred [U+1, B, H], weight [V, H], bias [V], targets,
     input_lengths, target_lengths), ragged as in ``make_batch``."""
     _, targets, il, tl = make_batch(rng, B, T, U, V, blank=blank)
-    enc = rng.standard_normal((B, T, H)).astype(dtype)
-    pred = rng.standard_normal((B, U + 1, H)).astype(dtype)
+    enc = rng.standard_normal((T, B, H)).astype(dtype)
+    pred = rng.standard_normal((U + 1, B, H)).astype(dtype)
     weight = (rng.standard_normal((V, H)) * 2 / np.sqrt(H)).astype(dtype)
     bias = rng.standard_normal(V).astype(dtype)
     return enc, pred, weight, bias, targets, il, tl
@@ -175,14 +175,15 @@ def test_joiner_twin_matches_torch_autograd(rng):
     costs, grads = ref.rnnt_joiner_loss(enc, pred, weight, bias, targets, il, tl)
     params = [torch.tensor(a, requires_grad=True) for a in (enc, pred, weight, bias)]
     e, p, w, b = params
-    logits = torch.nn.functional.linear(torch.tanh(e[:, :, None] + p[:, None]), w, b)
+    h = torch.tanh(e.transpose(0, 1)[:, :, None] + p.transpose(0, 1)[:, None])
+    logits = torch.nn.functional.linear(h, w, b)
     want = torch_rnnt_loss(logits, torch.tensor(targets), torch.tensor(il), torch.tensor(tl))
     want.sum().backward()
     np.testing.assert_allclose(costs, want.detach().numpy(), rtol=1e-12)
     for g, q in zip(grads, params):
         np.testing.assert_allclose(g, q.grad.numpy(), rtol=1e-10, atol=1e-12)
     for b_ in range(4):  # padded frames and label positions get nothing
-        assert not grads[0][b_, il[b_]:].any() and not grads[1][b_, tl[b_] + 1:].any()
+        assert not grads[0][il[b_]:, b_].any() and not grads[1][tl[b_] + 1:, b_].any()
 
 
 def test_joiner_twin_gradient_by_finite_differences(rng):

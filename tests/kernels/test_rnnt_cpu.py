@@ -90,14 +90,14 @@ def test_cpu_joiner_padding_never_reaches_costs_or_gradients(rng):
     costs, grads = rnnt_joiner_loss(enc, pred, weight, bias, targets, il, tl)
     enc2, pred2 = enc.copy(), pred.copy()
     for b in range(4):
-        enc2[b, il[b]:] = np.nan
-        pred2[b, tl[b] + 1:] = np.nan
+        enc2[il[b]:, b] = np.nan
+        pred2[tl[b] + 1:, b] = np.nan
     costs2, grads2 = rnnt_joiner_loss(enc2, pred2, weight, bias, targets, il, tl)
     np.testing.assert_array_equal(costs, costs2)
     for g, g2 in zip(grads, grads2):
         np.testing.assert_array_equal(g, g2)
     for b in range(4):
-        assert not grads[0][b, il[b]:].any() and not grads[1][b, tl[b] + 1:].any()
+        assert not grads[0][il[b]:, b].any() and not grads[1][tl[b] + 1:, b].any()
 
 
 def test_cpu_joiner_matches_rnnt_loss_on_the_joiner_logits(rng):
@@ -141,7 +141,7 @@ def test_bad_arguments_give_one_line_errors(rng, change, message):
 
 def test_joiner_bad_shapes_give_one_line_errors(rng):
     enc, pred, weight, bias, targets, il, tl = make_joiner(rng, B=2, T=4, U=2, V=5, H=3)
-    with pytest.raises(ValueError, match=r"pred must be \[B=2, U\+1, H=3\]"):
+    with pytest.raises(ValueError, match=r"pred must be \[U\+1, B=2, H=3\]"):
         rnnt_joiner_loss(enc, pred[:, :, :2], weight, bias, targets, il, tl)
     with pytest.raises(ValueError, match=r"weight must be \[V, H=3\]"):
         rnnt_joiner_loss(enc, pred, weight.T, bias, targets, il, tl)

@@ -112,3 +112,26 @@ def test_lookups_in_a_table_without_free_slots_end(test_arpa):
     table[1::2] = 0
     slots = np.asarray(lm._slots)
     assert query.find(table, slots, 2, np.uint64(12345)) == -1
+
+
+def test_version_1_files_without_checksums_still_load(test_arpa, tmp_path):
+    import json
+    import struct
+
+    from asrkit.lm.binary import read_header
+
+    path = tmp_path / "v2.lmbin"
+    lm = NgramLM.load(test_arpa)
+    lm.save_binary(path)
+    header, start, _ = read_header(str(path))
+    header["version"] = 1
+    for spec in header["arrays"].values():
+        del spec["crc32"]
+    data = path.read_bytes()
+    (hlen,) = struct.unpack("<Q", data[8:16])
+    text = json.dumps(header).encode().ljust(hlen)  # same length: the arrays stay in place
+    old = tmp_path / "v1.lmbin"
+    old.write_bytes(data[:16] + text + data[16 + hlen:])
+    v1 = NgramLM.load(old)
+    assert v1.counts == lm.counts
+    assert v1.score("she sees a red ball") == lm.score("she sees a red ball")

@@ -1,0 +1,155 @@
+"""Streaming recognition: latency and real-time factor per chunk size (``Recognizer.stream``).
+
+Each utterance of a Kaldi data directory (``wav.scp``, ``text``) is fed to a stream in chunks of
+``--chunks`` seconds, as a live source sends them: a chunk arrives when its last sample has been
+spoken, and an event counts as sent when the ``accept`` call that gave it returns. For every
+reference word the stream recognised (edit-distance alignment of the finals to ``text``):
+
+- *first partial*: from the end of the word to the first event (partial or final) whose words
+  hold it at its place;
+- *final*: from the end of the word to the final result that holds it.
+
+Word ends come from ``times.json`` in the data directory when there is one (``{utt: [[word,
+start, end], ...]}``, the synthetic tone corpus of the tests writes it), else from a forced
+alignment of ``text`` with the model itself (CTC alignments put a word's end at its last token's
+frame). The RTF is the streams' compute time over the audio's duration (one process; the
+machine's load shows in it: give medians of a few runs). The reference side is the offline
+``Recognizer.transcribe`` of the same files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from asrkit.bench import Case
+
+NAME = "stream"
+HELP = "streaming latency (word end -> first partial, -> final) and RTF per chunk size"
+
+
+def add_arguments(parser) -> None:
+    """Options: --model-dir, DATA_DIR, --chunks, --max-utts, stream options."""
+    parser.add_argument("data_dir", metavar="DATA_DIR", help="data dir with wav.scp and text")
+    parser.add_argument("--model-dir", required=True, help="model folder")
+    parser.add_argument("--chunks", type=float, nargs="+", default=[0.1, 0.2, 0.5],
+                        help="chunk sizes in seconds (default 0.1 0.2 0.5)")
+    parser.add_argument("--max-utts", type=int, default=40, help="utterances used (first N)")
+    parser.add_argument("--partial-interval", type=float, default=0.0)
+    parser.add_argument("--blstm-right", type=float, default=0.3,
+                        help="future context of a BLSTM's windows, seconds")
+    parser.add_argument("--blstm-left", type=float, default=0.5)
+
+
+def _read(data_dir: str, max_utts: int):
+    """[(utt, samples float32, rate, ref words, word ends or None)] of the first utterances
+    (at their own rates; wav.scp pipes and segments as ``asrkit.io.DataDir`` reads them)."""
+    from asrkit.io.datadir import DataDir
+
+    d = DataDir.read(data_dir)
+    text = d.text()
+    times = {}
+    tpath = os.path.join(data_dir, "times.json")
+    if os.path.exists(tpath):
+        with open(tpath) as f:
+            times = {u: [float(e) for _, _, e in ws] for u, ws in json.load(f).items()}
+    out = []
+    for u in d.audio(sorted(text)[:max_utts]):
+        if u.error is None:
+            out.append((u.utt_id, u.waveform, u.sample_rate, text[u.utt_id].split(),
+                        times.get(u.utt_id)))
+    return out
+
+
+def _feed(rec, samples, rate, chunk_s, options):
+    """``(events with their send times, compute seconds)`` of one streamed utterance."""
+    stream = rec.stream(**options)
+    size = max(int(round(chunk_s * rate)), 1)
+    sent, compute = [], 0.0
+    for i in range(0, len(samples), size):
+        t0 = time.perf_counter()
+        events = stream.accept(samples[i:i + size], rate)
+        dt = time.perf_counter() - t0
+        compute += dt
+        arrival = min(i + size, len(samples)) / rate
+        sent += [(e, arrival + dt) for e in events]
+    t0 = time.perf_counter()
+    events = stream.finish()
+    dt = time.perf_counter() - t0
+    compute += dt
+    sent += [(e, len(samples) / rate + dt) for e in events]
+    return sent, compute
+
+
+def _latencies(sent, ref: list[str], ends: list[float]):
+    """(first-partial latencies, final latencies, hypothesis words) of one utterance."""
+    from asrkit.decoders.scoring import align
+
+    finals = [(e, t) for e, t in sent if e.kind == "final"]
+    hyp, where = [], []  # every final word, and (segment, position, send time of its final)
+    for e, t in finals:
+        for k, w in enumerate(e.words):
+            hyp.append(w.word)
+            where.append((e.segment, k, t))
+    first_seen = {}
+    for e, t in sent:
+        for k, w in enumerate(e.words):
+            first_seen.setdefault((e.segment, k, w.word), t)
+    a = align(ref, hyp)
+    i = j = 0
+    partial, final = [], []
+    for r, h, op in zip(a.ref, a.hyp, a.ops):
+        if op == "C":
+            seg, k, t_final = where[j]
+            final.append(t_final - ends[i])
+            partial.append(first_seen.get((seg, k, h), t_final) - ends[i])
+        i += r is not None
+        j += h is not None
+    return partial, final, hyp
+
+
+def run(args) -> list[Case]:
+    """One case per chunk size; extra: WERs, latency quantiles (ms), RTF."""
+    from asrkit.decoders.scoring import score_texts
+    from asrkit.recognizer import Recognizer
+
+    rec = Recognizer.from_dir(args.model_dir)
+    utts = _read(args.data_dir, args.max_utts)
+    audio_s = sum(len(x) / rate for _, x, rate, _, _ in utts)
+    refs = {u: " ".join(ws) for u, _, _, ws, _ in utts}
+    t0 = time.perf_counter()
+    offline = {u: rec.transcribe(x, rate).text for u, x, rate, _, _ in utts}
+    offline_s = time.perf_counter() - t0
+    ends = {}
+    for u, x, rate, ws, given in utts:
+        if given is None:
+            al = rec.align(x, ws, rate)
+            given = [w.start + w.duration for w in al.words]
+        ends[u] = given
+    options = dict(partial_interval=args.partial_interval, blstm_left=args.blstm_left,
+                   blstm_right=args.blstm_right)
+    cases = []
+    for chunk in args.chunks:
+        partial, final, hyps, compute = [], [], {}, 0.0
+        for u, x, rate, ws, _ in utts:
+            sent, c = _feed(rec, x, rate, chunk, options)
+            compute += c
+            p, f, hyp = _latencies(sent, ws, ends[u])
+            partial += p
+            final += f
+            hyps[u] = " ".join(hyp)
+        q = (lambda v, p: round(1000 * float(np.percentile(v, p)), 1) if v else None)
+        extra = {"chunk_s": chunk, "utterances": len(utts), "audio_s": round(audio_s, 2),
+                 "rtf": round(compute / audio_s, 4),
+                 "offline_rtf": round(offline_s / audio_s, 4),
+                 "wer_stream": round(score_texts(refs, hyps).error_rate, 2),
+                 "wer_offline": round(score_texts(refs, offline).error_rate, 2),
+                 "first_partial_ms_p50": q(partial, 50), "first_partial_ms_p90": q(partial, 90),
+                 "final_ms_p50": q(final, 50), "final_ms_p90": q(final, 90),
+                 "words_timed": len(final)}
+        cases.append(Case(f"stream chunk {chunk:g} s", compute, "offline transcribe",
+                          offline_s, extra))
+    return cases
