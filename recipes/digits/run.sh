@@ -188,9 +188,11 @@ stage_peer() {
   fi
   local s
   for s in "${speakers[@]}"; do
-    log "$python" local/pocketsphinx_decode.py "data/fsdd/$s/test" "exp/pocketsphinx/$s" || return
+    log "$python" local/pocketsphinx_decode.py "data/fsdd/$s/test" "exp/pocketsphinx/$s" \
+      --jobs "$jobs" || return
   done
-  log "$python" local/pocketsphinx_decode.py data/synth/test exp/pocketsphinx/synth_test
+  log "$python" local/pocketsphinx_decode.py data/synth/test exp/pocketsphinx/synth_test \
+    --jobs "$jobs"
 }
 
 stage_final() {

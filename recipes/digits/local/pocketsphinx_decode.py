@@ -4,10 +4,11 @@ the recipe compares its WER with, on the same audio.
 
 pocketsphinx 5.1.1 (pip) ships CMU's US English continuous acoustic model (16 kHz) and CMUdict.
 The grammar allows any sequence of the digit words (``oh`` included), so both systems face the
-same task: no LM, a closed vocabulary. Audio of any rate is resampled to 16 kHz. Writes
+same task: no LM, a closed vocabulary. Audio of any rate is resampled to 16 kHz. Each recording
+is decoded on its own (a new decoder, default settings), as ``asrkit transcribe`` does. Writes
 ``OUT/hyp.txt`` (``utt words...``), scored with ``asrkit score`` by the recipe.
 
-Usage: pocketsphinx_decode.py DATA_DIR OUT_DIR [--words zero,oh,one,...]
+Usage: pocketsphinx_decode.py DATA_DIR OUT_DIR [--words zero,oh,one,...] [--jobs N]
 """
 
 from __future__ import annotations
@@ -21,18 +22,47 @@ import numpy as np
 WORDS = ["zero", "oh", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 
 
-def make_decoder(words: list[str], workdir: str):
+def make_decoder(words: list[str]):
     """A pocketsphinx Decoder with the default US English model and a JSGF loop over ``words``."""
+    import tempfile
+
     from pocketsphinx import Decoder, get_model_path
 
     model = get_model_path()
-    gram = os.path.join(workdir, "digits.gram")
-    with open(gram, "w", encoding="utf-8") as f:
-        f.write("#JSGF V1.0;\ngrammar digits;\n"
-                f"public <digits> = ( {' | '.join(words)} )+ ;\n")
-    return Decoder(hmm=os.path.join(model, "en-us", "en-us"),
-                   dict=os.path.join(model, "en-us", "cmudict-en-us.dict"),
-                   jsgf=gram, samprate=16000, loglevel="FATAL")
+    with tempfile.TemporaryDirectory() as tmp:
+        gram = os.path.join(tmp, "digits.gram")
+        with open(gram, "w", encoding="utf-8") as f:
+            f.write("#JSGF V1.0;\ngrammar digits;\n"
+                    f"public <digits> = ( {' | '.join(words)} )+ ;\n")
+        return Decoder(hmm=os.path.join(model, "en-us", "en-us"),
+                       dict=os.path.join(model, "en-us", "cmudict-en-us.dict"),
+                       jsgf=gram, samprate=16000, loglevel="FATAL")
+
+
+def decode_part(task: tuple[str, list[str], list[str]]) -> tuple[list[str], int]:
+    """Decode the utterances ``utts`` of a data dir in one process: (hypothesis lines, failed)."""
+    data_dir, utts, words = task
+    from asrkit.io import DataDir
+
+    hyps, failed = [], 0
+    audio = DataDir.read(data_dir).audio(utts, scale="int16", sample_rate=16000)
+    for u in audio:
+        try:
+            if u.error is not None:
+                raise ValueError(u.error)
+            pcm = np.clip(np.round(u.waveform), -32768, 32767).astype("<i2").tobytes()
+            # a fresh decoder per recording: pocketsphinx adapts its CMN from one utterance to
+            # the next, so a shared one would make each result depend on the ones before it
+            dec = make_decoder(words)
+            dec.start_utt()
+            dec.process_raw(pcm, full_utt=True)
+            dec.end_utt()
+            hyp = dec.hyp()
+            hyps.append(f"{u.utt_id} {hyp.hypstr if hyp is not None else ''}".rstrip())
+        except Exception as e:  # one bad utterance is reported and skipped
+            print(f"{u.utt_id}: {e}", file=sys.stderr)
+            failed += 1
+    return hyps, failed
 
 
 def main(argv=None) -> int:
@@ -40,7 +70,10 @@ def main(argv=None) -> int:
     p.add_argument("data_dir")
     p.add_argument("out_dir")
     p.add_argument("--words", default=",".join(WORDS))
+    p.add_argument("--jobs", type=int, default=1, help="decoding processes")
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
     try:
         import pocketsphinx  # noqa: F401
     except ImportError:
@@ -51,19 +84,19 @@ def main(argv=None) -> int:
     from asrkit.utils import atomic_write_text
 
     os.makedirs(args.out_dir, exist_ok=True)
-    dec = make_decoder(args.words.split(","), args.out_dir)
-    hyps, failed = [], 0
-    for utt, wave, sr in DataDir.read(args.data_dir).utterances(scale="int16", sample_rate=16000):
-        try:
-            pcm = np.clip(np.round(wave), -32768, 32767).astype("<i2").tobytes()
-            dec.start_utt()
-            dec.process_raw(pcm, full_utt=True)
-            dec.end_utt()
-            hyp = dec.hyp()
-            hyps.append(f"{utt} {hyp.hypstr if hyp is not None else ''}".rstrip())
-        except Exception as e:  # one bad utterance is reported and skipped
-            print(f"{utt}: {e}", file=sys.stderr)
-            failed += 1
+    utts = list(DataDir.read(args.data_dir).utt_ids())
+    words = args.words.split(",")
+    parts = [utts[i::args.jobs] for i in range(args.jobs)]
+    tasks = [(args.data_dir, part, words) for part in parts if part]
+    if len(tasks) > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("spawn").Pool(len(tasks)) as pool:
+            results = pool.map(decode_part, tasks)
+    else:
+        results = [decode_part(t) for t in tasks]
+    hyps = sorted(h for r in results for h in r[0])
+    failed = sum(r[1] for r in results)
     atomic_write_text(os.path.join(args.out_dir, "hyp.txt"), "".join(h + "\n" for h in hyps))
     print(f"pocketsphinx: decoded {len(hyps)} utterances, {failed} failed")
     return 1 if failed and not hyps else 0

@@ -4,10 +4,10 @@
 Each ``--system NAME=PATTERN`` says where a system's hypotheses for a test set are:
 ``PATTERN/hyp.txt`` with ``{set}`` replaced by the set's name (``exp/loso/decode/{set}``; a
 pattern without ``{set}`` means ``PATTERN/{set}``); each ``--set NAME=DATA_DIR`` is a test set
-whose ``text`` is the reference. Utterances are grouped into rows by ``--group REGEX=LABEL`` rules on the utterance
-id (first match wins; by default one row per set), so one set gives rows such as "lucas,
-isolated" and "lucas, strings". Every row has each system's WER with its error count, and the
-number of reference words; a last row sums all sets. Also prints the table.
+whose ``text`` is the reference. Utterances are grouped into rows by ``--group REGEX=LABEL``
+rules on the utterance id (first match wins; by default one row per set), so one set gives rows
+such as "lucas, isolated" and "lucas, strings". Every row has each system's WER with its error
+count, and the number of reference words; a last row sums all sets. Also prints the table.
 
 Usage: wer_table.py OUT.tsv --set lucas=data/fsdd/lucas/test --system asrkit=exp/loso/{set}
            [--system pocketsphinx=exp/pocketsphinx] [--group '-iso-=isolated' ...]
