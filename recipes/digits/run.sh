@@ -12,8 +12,8 @@
 #   0 data      FSDD's four real speakers (download, or --fsdd DIR / the shared corpora copy)
 #               and every installed English TTS voice, perturbed and sent through simulated
 #               rooms, microphones, phone lines and codecs (local/make_corpus.py); cached
-#   1 features  40 log-mel filterbanks of 8 kHz audio (16 kHz input is resampled, so one model
-#               serves both), per-utterance mean normalisation (as asrkit transcribe does)
+#   1 features  13 MFCCs of 8 kHz audio (16 kHz input is resampled, so one model serves both),
+#               per-utterance mean normalisation (as asrkit transcribe does)
 #   2 lang      tokens, lexicon, 3-gram LM on the training transcripts (asrkit lm train)
 #   3 pretrain  BLSTM-CTC on the synthetic speech alone (exp/synth)
 #   4 train     the shipped model: from exp/synth, on synthetic + all four real speakers
@@ -97,8 +97,8 @@ feature_parts() {  # the data dirs stage 0 made, as NAME=DIR (NAME names its fea
 stage_features() {
   local entry
   for entry in $(feature_parts); do
-    log asrkit compute-features "${entry#*=}" --config conf/fbank.toml \
-      --out "data/fbank/${entry%%=*}" --jobs "$jobs" || return
+    log asrkit compute-features "${entry#*=}" --config conf/mfcc.toml \
+      --out "data/mfcc/${entry%%=*}" --jobs "$jobs" || return
   done
 }
 
@@ -130,15 +130,15 @@ combine_features() {  # combine_features OUT DIR...: one features dir from sever
 }
 
 stage_pretrain() {
-  train_model exp/synth data/fbank/synth_train data/fbank/synth_dev "$pretrain_epochs"
+  train_model exp/synth data/mfcc/synth_train data/mfcc/synth_dev "$pretrain_epochs"
 }
 
 stage_train() {
-  local s train=(data/fbank/synth_train) dev=(data/fbank/synth_dev)
-  for s in "${speakers[@]}"; do train+=("data/fbank/fsdd_${s}_train"); dev+=("data/fbank/fsdd_${s}_dev"); done
-  combine_features data/fbank/train "${train[@]}" || return
-  combine_features data/fbank/dev "${dev[@]}" || return
-  train_model exp/blstm data/fbank/train data/fbank/dev "$epochs" exp/synth/final.mdl
+  local s train=(data/mfcc/synth_train) dev=(data/mfcc/synth_dev)
+  for s in "${speakers[@]}"; do train+=("data/mfcc/fsdd_${s}_train"); dev+=("data/mfcc/fsdd_${s}_dev"); done
+  combine_features data/mfcc/train "${train[@]}" || return
+  combine_features data/mfcc/dev "${dev[@]}" || return
+  train_model exp/blstm data/mfcc/train data/mfcc/dev "$epochs" exp/synth/final.mdl
 }
 
 stage_graph() {
@@ -153,10 +153,10 @@ stage_decode() {
   # synthetic test set (voices never heard in training) is decoded once with the best value
   local graph
   for graph in loop tg; do
-    log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/fbank/dev \
+    log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/mfcc/dev \
       --out "exp/blstm/decode_dev_$graph" --tune-wip=-4:0:1 --nbest 1 || return
     log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl \
-      data/fbank/synth_test --out "exp/blstm/decode_synth_test_$graph" \
+      data/mfcc/synth_test --out "exp/blstm/decode_synth_test_$graph" \
       --word-insertion-penalty="$(cat "exp/blstm/decode_dev_$graph/best_wip")" || return
   done
 }
@@ -166,17 +166,17 @@ stage_loso() {
   local held s train dev wip
   wip=$(cat exp/blstm/decode_dev_tg/best_wip)
   for held in "${speakers[@]}"; do
-    train=(data/fbank/synth_train); dev=(data/fbank/synth_dev)
+    train=(data/mfcc/synth_train); dev=(data/mfcc/synth_dev)
     for s in "${speakers[@]}"; do
       [ "$s" = "$held" ] && continue
-      train+=("data/fbank/fsdd_${s}_train"); dev+=("data/fbank/fsdd_${s}_dev")
+      train+=("data/mfcc/fsdd_${s}_train"); dev+=("data/mfcc/fsdd_${s}_dev")
     done
-    combine_features "data/fbank/train_no_$held" "${train[@]}" || return
-    combine_features "data/fbank/dev_no_$held" "${dev[@]}" || return
-    train_model "exp/loso/$held" "data/fbank/train_no_$held" "data/fbank/dev_no_$held" \
+    combine_features "data/mfcc/train_no_$held" "${train[@]}" || return
+    combine_features "data/mfcc/dev_no_$held" "${dev[@]}" || return
+    train_model "exp/loso/$held" "data/mfcc/train_no_$held" "data/mfcc/dev_no_$held" \
       "$epochs" exp/synth/final.mdl || return
     log asrkit decode --graph exp/graph_tg --model "exp/loso/$held/final.mdl" \
-      "data/fbank/fsdd_${held}_test" --out "exp/loso/decode/$held" \
+      "data/mfcc/fsdd_${held}_test" --out "exp/loso/decode/$held" \
       --word-insertion-penalty="$wip" --nbest 1 || return
   done
 }
@@ -198,7 +198,7 @@ stage_peer() {
 stage_final() {
   local s sets=()
   log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg \
-    --features conf/fbank.toml --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" \
+    --features conf/mfcc.toml --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" \
     --out exp/final || return
   for s in "${speakers[@]}"; do sets+=(--set "$s=data/fsdd/$s/test"); done
   mkdir -p exp/tables
@@ -213,7 +213,7 @@ stage_final() {
   [ -n "$loso" ] && tables=(--table "Real speakers never heard in training (leave one speaker out)=exp/tables/real_speakers.tsv" "${tables[@]}")
   log asrkit report exp/blstm --title "digits: BLSTM-CTC on real and synthetic speech" \
     "${tables[@]}" --commands exp/commands.txt \
-    --config conf/train.toml --config conf/fbank.toml
+    --config conf/train.toml --config conf/mfcc.toml
 }
 
 run_stage 0 data stage_data
