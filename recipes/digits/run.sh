@@ -207,8 +207,13 @@ stage_final() {
       --system asrkit=exp/loso/decode --system pocketsphinx=exp/pocketsphinx \
       --group=-iso-=isolated --group=-str-=strings || return
   fi
+  # one row per voice of the test set: utt -> "engine voice" from the corpus's speakers.txt
+  awk 'NR == FNR { for (i = 2; i <= NF; i++) { split($i, kv, "="); a[$1, kv[1]] = kv[2] }; next }
+       { print $1, a[$2, "engine"] "-" a[$2, "voice"] }' data/synth/test/speakers.txt \
+    data/synth/test/utt2spk | sed 's/espeak-[^ ]*$/espeak-variants/' > exp/tables/synth_test.utt2voice
   log "$python" local/wer_table.py exp/tables/synth_voices.tsv --set synth_test=data/synth/test \
-    --system "asrkit=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx || return
+    --system "asrkit=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx \
+    --group-file exp/tables/synth_test.utt2voice || return
   local tables=(--table "Synthetic voices never heard in training=exp/tables/synth_voices.tsv")
   [ -n "$loso" ] && tables=(--table "Real speakers never heard in training (leave one speaker out)=exp/tables/real_speakers.tsv" "${tables[@]}")
   log asrkit report exp/blstm --title "digits: BLSTM-CTC on real and synthetic speech" \

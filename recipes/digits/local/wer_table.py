@@ -40,14 +40,21 @@ def main(argv=None) -> int:
     p.add_argument("--system", action="append", default=[], metavar="NAME=DIR",
                    help="DIR/<set>/hyp.txt holds the system's hypotheses for each set")
     p.add_argument("--group", action="append", default=[], metavar="REGEX=LABEL")
+    p.add_argument("--group-file", default=None, metavar="FILE",
+                   help="'utt label' lines (e.g. utt2spk): rows by label instead of --group")
     args = p.parse_args(argv)
     sets, systems = _pairs(args.sets, "--set"), _pairs(args.system, "--system")
     groups = [(re.compile(rx), label) for rx, label in _pairs(args.group, "--group")]
+    labels_file = read_text_table(args.group_file) if args.group_file else None
     header = ["test set", "words"] + [f"{name} WER % (errors)" for name, _ in systems]
     rows, totals = [header], {name: [0, 0] for name, _ in systems}
     for set_name, data_dir in sets:
         refs = read_text_table(os.path.join(data_dir, "text"))
-        label_of = {u: next((lab for rx, lab in groups if rx.search(u)), "") for u in refs}
+        if labels_file is not None:
+            label_of = {u: labels_file.get(u, "other") for u in refs}
+        else:
+            label_of = {u: next((lab for rx, lab in groups if rx.search(u)), "") for u in refs}
+        grouped = bool(groups) or labels_file is not None
         per_system = {}
         for name, folder in systems:
             pattern = folder if "{set}" in folder else os.path.join(folder, "{set}")
@@ -57,10 +64,10 @@ def main(argv=None) -> int:
                       file=sys.stderr)
                 continue
             rep = score_texts(refs, read_text_table(hyp_path))
-            per_system[name] = split_report(rep, label_of) if groups else {"": rep}
+            per_system[name] = split_report(rep, label_of) if grouped else {"": rep}
             totals[name][0] += rep.errors
             totals[name][1] += rep.num_ref
-        labels = sorted({lab for lab in label_of.values()}) if groups else [""]
+        labels = sorted(set(label_of.values())) if grouped else [""]
         for lab in labels:
             words = next((r[lab].num_ref for r in per_system.values() if lab in r), 0)
             row = [f"{set_name}, {lab}" if lab else set_name, str(words)]
