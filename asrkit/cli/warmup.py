@@ -50,7 +50,7 @@ def run(args) -> int:
 
     def log(rec):
         if not args.json:
-            state = "ok" if rec["status"] == 0 else f"FAILED: {rec.get('error', '')}"
+            state = "ok" if rec["status"] == 0 else f"failed ({rec.get('error', '')})"
             print(f"{rec['command']:45s} {rec['seconds']:7.1f} s  {state}", flush=True)
 
     if not args.json:

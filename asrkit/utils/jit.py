@@ -108,6 +108,8 @@ sample_frequency = 16000.0
 num_mel_bins = 23
 [cmvn]
 mode = "utterance"
+[audio]
+resample = true
 """
 _MFCC_8K = """[features]
 type = "mfcc"
@@ -188,9 +190,9 @@ def chains() -> list[list[tuple[str, list[str]]]]:
     the last chain needs what the first two made."""
     wavs = ["data/wav/u0.wav", "data/wav/u2.wav"]
     return [
-        [("compute-features (fbank, 16 kHz)",
+        [("compute-features (fbank at 16 kHz)",
           ["compute-features", "data", "--config", "fbank.toml", "--out", "feats"]),
-         ("compute-features (mfcc, resampled to 8 kHz)",
+         ("compute-features (mfcc at 8 kHz)",
           ["compute-features", "data", "--config", "mfcc8k.toml", "--out", "feats8k"]),
          ("train (one step)", ["train", "train.toml"])],
         [("lm train", ["lm", "train", "--order", "3", "--text", "lang/text.txt",
