@@ -25,7 +25,7 @@ import statistics
 import numpy as np
 
 from asrkit.bench import Case, median_time
-from asrkit.bench.sides import run_side
+from asrkit.bench.sides import run_side, thread_env
 
 NAME = "lstm"
 HELP = "fused LSTM/BLSTM forward+backward on the CPU against torch.nn.LSTM"
@@ -161,13 +161,6 @@ def measure_side(side: str, p: dict, repeat: int = 5) -> dict:
     out["y_probe"] = _probe(y, p["seed"])
     out["dw_probe"] = _probe(dw, p["seed"] + 7)
     return out
-
-
-def thread_env(threads: int) -> dict:
-    """Environment of a side process at ``threads`` threads (BLAS, OpenMP, MKL, numba)."""
-    n = str(threads)
-    return {"OPENBLAS_NUM_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n,
-            "NUMBA_NUM_THREADS": n}
 
 
 def _alternating(ours, theirs, repeat):
