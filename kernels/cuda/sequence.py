@@ -22,6 +22,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise DeviceUnavailableError(
         "device='cuda' needs numba-cuda: pip install 'asrkit[cuda]'") from e
 
+from asrkit.kernels.cuda.layout import broadcast_to, contiguous, zeros  # noqa: E402
 from asrkit.kernels.cuda.lstm import THREADS, grid_size, host_lengths, to_device  # noqa: E402
 
 
@@ -346,10 +347,7 @@ def _flat3(x):
 
 
 def _contiguous(a):
-    a = to_device(a)
-    if a.is_c_contiguous():
-        return a
-    return cuda.to_device(np.ascontiguousarray(a.copy_to_host()))
+    return contiguous(to_device(a))
 
 
 @cuda.jit
@@ -413,8 +411,6 @@ def _delay_init_bwd(g, L, ginit, T, B, F, k, future):
 def delay(x, init, lengths, k, future):
     """``past_value`` / ``future_value`` of ``x [T, B, ...]``; ``init`` broadcasts to a frame
     ``[B, ...]``."""
-    from asrkit.kernels.cuda.layout import broadcast_to
-
     xf, T, B, F = _flat3(x)
     frame = broadcast_to(to_device(init), tuple(x.shape[1:]), x.dtype)
     out = cuda.device_array(x.shape, x.dtype)
@@ -432,20 +428,8 @@ def delay_backward(g, lengths, k, future):
     _launch(_delay_bwd, gf.size, gf, L, gx.reshape(gf.size), T, B, F, int(k), bool(future))
     _launch(_delay_init_bwd, B * F, gf, L, ginit, T, B, F, int(k), bool(future))
     if not gf.size and ginit.size:
-        ginit = _zeros(ginit)
+        ginit = zeros(ginit.shape, g.dtype)
     return gx, ginit.reshape(tuple(g.shape[1:]))
-
-
-def _zeros(a):
-    _launch(_fill_flat, a.size, a.reshape(a.size), 0)
-    return a
-
-
-@cuda.jit
-def _fill_flat(out, value):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = value
 
 
 @cuda.jit
@@ -471,7 +455,7 @@ def take_frame(x, index):
     xf, T, B, F = _flat3(x)
     out = cuda.device_array(tuple(x.shape[1:]), x.dtype)
     if T == 0:
-        return _zeros(out) if out.size else out
+        return zeros(out.shape, x.dtype)
     _launch(_take, out.size, xf, _dev_lengths(index), out.reshape(out.size), B, F)
     return out
 
