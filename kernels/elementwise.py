@@ -304,8 +304,6 @@ def params(name: str, attrs: dict) -> tuple[float, float]:
 # -- dispatch ---------------------------------------------------------------------------------
 def _module(device, *arrays):
     dev = resolve_device(device, *(a for a in arrays if a is not None))
-    if device is None and dev == "cpu" and any(hasattr(a, "copy_to_host") for a in arrays):
-        dev = resolve_device("cuda")  # the simulator's arrays lack __cuda_array_interface__
     return importlib.import_module(f"asrkit.kernels.{dev}.elementwise")
 
 

@@ -38,11 +38,7 @@ class _Backend:
 
 
 def _backend(device, *arrays):
-    dev = resolve_device(device, *arrays)
-    # numba's CUDA simulator arrays have no __cuda_array_interface__; they do have copy_to_host
-    if device is None and dev == "cpu" and any(hasattr(a, "copy_to_host") for a in arrays):
-        dev = resolve_device("cuda")
-    return _Backend(dev)
+    return _Backend(resolve_device(device, *arrays))
 
 
 def _flat(name, x, min_ndim=2):
