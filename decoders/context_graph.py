@@ -70,12 +70,9 @@ def parse_hotwords(lines, where: str = "<hotwords>",
 def read_hotwords(path: str, default_boost: float = DEFAULT_BOOST) -> list[Hotword]:
     """Read a hotword file (module docstring). Raises ValueError naming the file and line, or
     OSError when it cannot be read."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    return parse_hotwords(lines, path, default_boost)
+    from asrkit.utils.textfile import read_text
+
+    return parse_hotwords(read_text(path).splitlines(), path, default_boost)
 
 
 class ContextGraph:

@@ -220,15 +220,17 @@ def split_report(report: ScoreReport, groups: dict[str, str]) -> dict[str, Score
 
 
 def read_text_table(path: str) -> dict[str, str]:
-    """Read a Kaldi ``text`` file (``utt-id transcript``) into a dict; errors name file:line."""
+    """Read a Kaldi ``text`` file (``utt-id transcript``) into a dict; errors (ValueError, or
+    OSError when it cannot be read) name file:line."""
+    from asrkit.utils.textfile import read_lines
+
     table: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            utt, _, text = line.partition(" ")
-            if utt in table:
-                raise ValueError(f"{path}:{lineno}: duplicate utterance id {utt!r}")
-            table[utt] = text.strip()
+    for lineno, line in enumerate(read_lines(path), 1):
+        line = line.strip()
+        if not line:
+            continue
+        utt, _, text = line.partition(" ")
+        if utt in table:
+            raise ValueError(f"{path}:{lineno}: duplicate utterance id {utt!r}")
+        table[utt] = text.strip()
     return table

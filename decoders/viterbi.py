@@ -30,6 +30,7 @@ import math
 import threading
 
 import numba
+import numba.extending
 import numpy as np
 
 from asrkit.decoders.context_graph import _step as _ctx_step
@@ -324,13 +325,37 @@ def _new_search(start, keep_links, use_ctx):
             l_ac, l_gx, queue, ints, floats, tok_link)
 
 
-@numba.njit(cache=True)
-def _word_step(ctx, use_ctx, c_state, word):
+def _has_context(ctx):
+    """True when ``ctx`` holds a context graph's arrays, False for None: a compile-time
+    constant in the search, so the search without hotwords carries none of their code."""
+    return ctx is not None
+
+
+@numba.extending.overload(_has_context)
+def _has_context_nb(ctx):
+    value = not isinstance(ctx, numba.types.NoneType)
+    return lambda ctx: value
+
+
+def _word_step(ctx, c_state, word):
     """Context state and extra cost of emitting ``word`` after context ``c_state``."""
-    if not use_ctx or word == 0:
+    if ctx is None or word == 0:
         return c_state, np.float32(0.0)
-    nxt, score = _ctx_step(ctx[0], ctx[1], ctx[2], ctx[3], ctx[4], ctx[5], c_state, word)
+    nxt, score = _ctx_step(*ctx, c_state, word)
     return nxt, np.float32(-score)
+
+
+@numba.extending.overload(_word_step)
+def _word_step_nb(ctx, c_state, word):
+    if isinstance(ctx, numba.types.NoneType):
+        return lambda ctx, c_state, word: (np.int32(c_state), np.float32(0.0))
+
+    def step(ctx, c_state, word):
+        if word == 0:
+            return np.int32(c_state), np.float32(0.0)
+        nxt, score = _ctx_step(ctx[0], ctx[1], ctx[2], ctx[3], ctx[4], ctx[5], c_state, word)
+        return np.int32(nxt), np.float32(-score)
+    return step
 
 
 @numba.njit(cache=True)
@@ -341,7 +366,8 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
     state's epsilon closure); returns the new state (``_new_search``'s tuple).
 
     ``state2tok`` int32[S] must be all -1; it is all -1 again on return. ``ctx``: the arrays
-    of a hotword context graph (``ContextGraph.arrays``; without states, no biasing): a token
+    of a hotword context graph (``ContextGraph.arrays``), or None (no biasing, and none of its
+    code compiled in: two specialisations by type): a token
     is then a (graph state, context state) pair, as in a search of the graph composed with the
     context graph (the tokens of one graph state in a frame are chained by ``tok_link``), and
     an arc with a word adds the context step's cost. With
@@ -350,7 +376,7 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
     """
     (tok_state, tok_cost, tok_frame, tok_prev, tok_arc, tok_ctx, l_src, l_dst, l_arc, l_ac,
      l_gx, queue, ints, floats, tok_link) = st
-    use_ctx = ctx[0].shape[0] > 1
+    use_ctx = _has_context(ctx)
     num_states = offsets.shape[0] - 1
     C = scores.shape[1]
     n_tok = ints[0]
@@ -392,7 +418,7 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
                     if olabel[a] != 0:
                         c += wip
                         if use_ctx:
-                            c += _word_step(ctx, use_ctx, tok_ctx[best_tok], olabel[a])[1]
+                            c += _word_step(ctx, tok_ctx[best_tok], olabel[a])[1]
                     if c + adaptive_beam < next_cutoff:
                         next_cutoff = c + adaptive_beam
             for tk in range(frame_begin, new_begin):
@@ -411,7 +437,7 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
                     if olabel[a] != 0:
                         c += wip
                         if use_ctx:
-                            c_next, gx = _word_step(ctx, use_ctx, tok_ctx[tk], olabel[a])
+                            c_next, gx = _word_step(ctx, tok_ctx[tk], olabel[a])
                             c += gx
                     elif use_ctx:
                         c_next = tok_ctx[tk]
@@ -491,7 +517,7 @@ def _advance(offsets, emit_begin, dst, ilabel, olabel, weight, scores, t_end, il
                 if olabel[a] != 0:
                     c += wip
                     if use_ctx:
-                        c_next, gx = _word_step(ctx, use_ctx, tok_ctx[tk], olabel[a])
+                        c_next, gx = _word_step(ctx, tok_ctx[tk], olabel[a])
                         c += gx
                 elif use_ctx:
                     c_next = tok_ctx[tk]
@@ -635,7 +661,6 @@ class ViterbiSearch:
                  min_active: int = 200, acoustic_scale: float = 1.0,
                  word_insertion_penalty: float = 0.0, ilabel_offset: int = 1,
                  lattice_beam: float | None = None, beam_delta: float = 0.5, context=None):
-        from asrkit.decoders.context_graph import empty_arrays
         from asrkit.decoders.options import count, finite
 
         self.beam = np.float32(finite("beam", beam, 0.0, strict=True))
@@ -649,7 +674,7 @@ class ViterbiSearch:
         self.ilabel_offset = int(ilabel_offset)
         self.g = graph.search_arrays()
         self.context = context
-        self.ctx = empty_arrays() if context is None else context.arrays()
+        self.ctx = None if context is None else context.arrays()
         self.keep_links = self.lattice_beam is not None
         self.scores = np.zeros((0, 0), np.float32)  # rows 0..T-1 used
         self.T = 0

@@ -31,18 +31,12 @@ _EXPORTS = {
     "masked_mean": "asrkit.kernels.sequence",
     "sequence_reverse": "asrkit.kernels.sequence",
     "splice_frames": "asrkit.kernels.sequence",
-    "stack_frames": "asrkit.kernels.sequence",
-    "subsample_frames": "asrkit.kernels.sequence",
-    "pad_sequences": "asrkit.kernels.sequence",
-    "unpad_sequences": "asrkit.kernels.sequence",
     "masked_softmax_backward": "asrkit.kernels.sequence",
     "masked_log_softmax_backward": "asrkit.kernels.sequence",
     "masked_sum_backward": "asrkit.kernels.sequence",
     "masked_mean_backward": "asrkit.kernels.sequence",
     "sequence_reverse_backward": "asrkit.kernels.sequence",
     "splice_frames_backward": "asrkit.kernels.sequence",
-    "stack_frames_backward": "asrkit.kernels.sequence",
-    "subsample_frames_backward": "asrkit.kernels.sequence",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -7,6 +7,7 @@ arrays (anything with ``__cuda_array_interface__``) run on ``cuda``, everything 
 
 from __future__ import annotations
 
+import importlib
 import os
 
 DEVICES = ("reference", "cpu", "cuda")
@@ -50,3 +51,19 @@ def require_cuda():
             "device='cuda' was asked for but no CUDA GPU is available "
             "(set NUMBA_ENABLE_CUDASIM=1 to run the CUDA kernels in numba's simulator)")
     return cuda
+
+
+def kernel(family: str, name: str, device: str):
+    """Function ``name`` of ``asrkit.kernels.<device>.<family>``. On the cpu a family's numba
+    module holds only the kernels numba runs faster than numpy; for the others the numpy twin
+    (``asrkit.kernels.reference.<family>``) is the cpu kernel."""
+    if device == "cpu":
+        try:
+            mod = importlib.import_module(f"asrkit.kernels.cpu.{family}")
+        except ModuleNotFoundError:
+            mod = None
+        fn = getattr(mod, name, None)
+        if fn is not None:
+            return fn
+        device = "reference"
+    return getattr(importlib.import_module(f"asrkit.kernels.{device}.{family}"), name)

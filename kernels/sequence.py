@@ -3,39 +3,42 @@
 Every op honours the lengths: padded frames (``t >= lengths[b]``) are never read, outputs are
 zero there and so are the gradients, so padding never reaches a statistic or a loss.
 ``lengths=None`` means every sequence is T frames long. Each forward has a ``*_backward`` that
-the graph engine calls with the output gradient; the gradient of :func:`pad_sequences` is
-:func:`unpad_sequences` and the other way round.
+the graph engine calls with the output gradient.
 
-Feature axes: ``masked_sum``, ``masked_mean``, ``sequence_reverse``, ``subsample_frames`` and the
-softmaxes over time take any trailing shape (``[T, B]``, ``[T, B, D]``, ``[T, B, C, D]``);
-the softmaxes over features, ``splice_frames`` and ``stack_frames`` take ``[T, B, D]``.
+Feature axes: ``masked_sum``, ``masked_mean``, ``sequence_reverse`` and the softmaxes over time
+take any trailing shape (``[T, B]``, ``[T, B, D]``, ``[T, B, C, D]``); the softmaxes over
+features and ``splice_frames`` take ``[T, B, D]``. The graph's sequence ops call these kernels
+(and the further ones of the device modules: delays, single frames, maxima, scan steps).
 
-Devices: ``"reference"`` (numpy twin), ``"cpu"`` (numba.njit), ``"cuda"`` (numba.cuda; device
-arrays in and out, host arrays are copied over). New lengths are returned as host ``int32[B]``
-on every device. ``device=None`` follows the arrays.
+Devices: ``"reference"`` (numpy twin), ``"cpu"`` (numba.njit where it beats numpy, else the
+twin), ``"cuda"`` (numba.cuda; device arrays in and out, host arrays are copied over).
+``device=None`` follows the arrays.
 """
 
 from __future__ import annotations
 
-import importlib
-
-from asrkit.kernels._device import resolve_device
+from asrkit.kernels._device import kernel, resolve_device
 
 __all__ = [
     "masked_softmax", "masked_softmax_backward", "masked_log_softmax",
     "masked_log_softmax_backward", "masked_sum", "masked_sum_backward", "masked_mean",
     "masked_mean_backward", "sequence_reverse", "sequence_reverse_backward", "splice_frames",
-    "splice_frames_backward", "stack_frames", "stack_frames_backward", "subsample_frames",
-    "subsample_frames_backward", "pad_sequences", "unpad_sequences",
+    "splice_frames_backward",
 ]
 
 
+class _Backend:
+    """The sequence kernels of one device (the numpy twin's where the cpu has no numba one)."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def __getattr__(self, name):
+        return kernel("sequence", name, self.device)
+
+
 def _backend(device, *arrays):
-    dev = resolve_device(device, *arrays)
-    # numba's CUDA simulator arrays have no __cuda_array_interface__; they do have copy_to_host
-    if device is None and dev == "cpu" and any(hasattr(a, "copy_to_host") for a in arrays):
-        dev = resolve_device("cuda")
-    return importlib.import_module(f"asrkit.kernels.{dev}.sequence")
+    return _Backend(resolve_device(device, *arrays))
 
 
 def _flat(name, x, min_ndim=2):
@@ -151,55 +154,3 @@ def splice_frames_backward(dy, lengths=None, left=0, right=0, device=None):
     of every block to the frame it was read from)."""
     return _backend(device, dy).splice_frames_backward(_three("splice_frames_backward", dy),
                                                        lengths, left, right)
-
-
-def stack_frames(x, lengths=None, stack=2, stride=None, mode="ceil", device=None):
-    """Stack ``stack`` consecutive frames, keeping every ``stride``-th window (default
-    ``stride = stack``): ``x [T, B, D] -> y [T', B, stack*D]``, output frame j being
-    ``x[j*stride] .. x[j*stride+stack-1]`` concatenated.
-
-    ``mode="ceil"``: ``ceil(len / stride)`` output frames (``T' = ceil(T / stride)``), windows
-    running past a sequence's end repeat its last frame. ``mode="floor"``: only windows wholly
-    inside the sequence, ``max(0, (len - stack) // stride + 1)`` frames. Returns
-    ``(y, new_lengths int32[B])``.
-    """
-    return _backend(device, x).stack_frames(_three("stack_frames", x), lengths, stack, stride,
-                                            mode)
-
-
-def stack_frames_backward(dy, lengths, T, stack=2, stride=None, mode="ceil", device=None):
-    """Gradient of :func:`stack_frames`: ``dy [T', B, stack*D] -> dx [T, B, D]``; ``lengths``
-    and ``T`` are the forward input's."""
-    return _backend(device, dy).stack_frames_backward(_three("stack_frames_backward", dy),
-                                                      lengths, T, stack, stride, mode)
-
-
-def subsample_frames(x, lengths=None, factor=2, offset=0, device=None):
-    """Keep frames ``offset, offset+factor, ...``: ``x [T, B, ...] -> y [T', B, ...]``.
-
-    New lengths are ``ceil((len - offset) / factor)``, the number of kept frames that exist
-    (``T' = ceil((T - offset) / factor)``). Returns ``(y, new_lengths int32[B])``.
-    """
-    x3, trailing = _flat("subsample_frames", x)
-    y, new = _backend(device, x).subsample_frames(x3, lengths, factor, offset)
-    return _unflat(y, (y.shape[0], x.shape[1]), trailing), new
-
-
-def subsample_frames_backward(dy, lengths, T, factor=2, offset=0, device=None):
-    """Gradient of :func:`subsample_frames`: ``dy [T', B, ...] -> dx [T, B, ...]``."""
-    dy3, trailing = _flat("subsample_frames_backward", dy)
-    dx = _backend(device, dy).subsample_frames_backward(dy3, lengths, T, factor, offset)
-    return _unflat(dx, (T, dy.shape[1]), trailing)
-
-
-def pad_sequences(seqs, pad_value=0.0, max_len=None, device=None):
-    """List of B arrays ``[T_b, ...]`` -> ``(x [T, B, ...], lengths int32[B])`` with
-    ``T = max(T_b)`` (or ``max_len``) and ``pad_value`` on padding. Its gradient is
-    :func:`unpad_sequences` of the output gradient."""
-    return _backend(device, *seqs).pad_sequences(list(seqs), pad_value, max_len)
-
-
-def unpad_sequences(x, lengths, device=None):
-    """``x [T, B, ...]`` + ``lengths`` -> list of B arrays ``[lengths[b], ...]``. Its gradient
-    is :func:`pad_sequences` of the gradients (with ``max_len=T``)."""
-    return _backend(device, x).unpad_sequences(x, lengths)

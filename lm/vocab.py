@@ -20,16 +20,13 @@ UNK_ID, BOS_ID, EOS_ID = 0, 1, 2
 def read_vocab_file(path: str | os.PathLike) -> list[str]:
     """Words of a vocabulary file: the first field of each non-empty line (SRILM ``-vocab``
     style; further fields such as counts are ignored). Returns them in file order, deduplicated."""
+    from asrkit.utils.textfile import read_lines
+
     words: dict[str, None] = {}
-    lineno = 0
-    try:
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, start=1):  # noqa: B007
-                fields = line.split()
-                if fields:
-                    words.setdefault(fields[0], None)
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 near line {lineno + 1}: {e}") from None
+    for line in read_lines(path):
+        fields = line.split()
+        if fields:
+            words.setdefault(fields[0], None)
     return list(words)
 
 

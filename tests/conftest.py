@@ -8,6 +8,7 @@ import os
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 os.environ.setdefault("ASRKIT_NO_PROGRESS", "1")
+os.environ.setdefault("ASRKIT_WARMUP", "0")  # no background compile started by asrkit commands
 
 import pytest  # noqa: E402
 

@@ -56,7 +56,7 @@ def main() -> int:
         b = np.random.default_rng(1).standard_normal((48, 32)).astype(np.float32)
         c = gemm.gemm(cuda.to_device(a), cuda.to_device(b)).copy_to_host()
         rep["gemm_max_abs_err"] = float(np.abs(c - a @ b).max())
-        from asrkit.ops import cuda_layout
+        from asrkit.kernels.cuda import layout as cuda_layout
 
         x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
         y = cuda_layout.permute(cuda.to_device(x), (2, 0, 1)).copy_to_host()

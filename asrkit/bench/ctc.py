@@ -1,9 +1,15 @@
-"""CTC loss forward + backward: asrkit's CPU kernel against torch's, in one process.
+"""CTC loss forward + backward: asrkit's CPU kernel against torch's, each side in its own process.
 
 torch is timed the way users call it: ``log_softmax`` + ``ctc_loss(reduction="sum")`` +
-``backward()``, with torch's intra-op threads set to the machine's cores; asrkit is timed on
-``asrkit.kernels.ctc_loss(logits, ...)``, which fuses the log-softmax and returns the gradient.
-Inputs are random logits (standard normal) and random full-length targets without the blank.
+``backward()``; asrkit is timed on ``asrkit.kernels.ctc_loss(logits, ...)``, which fuses the
+log-softmax and returns the gradient. Inputs are random logits (standard normal) and random
+full-length targets without the blank.
+
+Each side is timed alone in a fresh process (``asrkit.bench.sides``) with ``--threads`` threads
+(torch's intra-op threads; ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
+``NUMBA_NUM_THREADS``): in one process the side timed second met the first one's still-spinning
+worker threads. Figures are the median and quartiles of ``--repeat`` runs. The agreement of costs
+and gradients is checked in this process after the timing.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ import os
 
 import numpy as np
 
-from asrkit.bench import Case, median_time
+from asrkit.bench import Case
+from asrkit.bench.sides import run_side, thread_env
 
 NAME = "ctc"
 HELP = "CTC loss + gradient on the CPU against torch.nn.functional.ctc_loss"
@@ -27,8 +34,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--classes", type=int, nargs="+", default=[32, 500],
                         help="C values, one case each (blank is class 0)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="torch intra-op threads (numba uses all cores)")
+                        help="threads of each side (torch intra-op, numba, BLAS)")
     parser.add_argument("--seed", type=int, default=0)
+
+
+def _inputs(p):
+    rng = np.random.default_rng(p["seed"])
+    T, B, S, C = p["frames"], p["batch"], p["target_length"], p["classes"]
+    logits = rng.standard_normal((T, B, C)).astype(np.float32)
+    targets = rng.integers(1, C, size=(B, S)).astype(np.int32)
+    return logits, targets, np.full(B, T, dtype=np.int32), np.full(B, S, dtype=np.int32)
 
 
 def _torch_step(torch, logits, targets, input_lengths, target_lengths):
@@ -44,33 +59,48 @@ def _torch_step(torch, logits, targets, input_lengths, target_lengths):
     return step
 
 
+def measure_side(side: str, p: dict, repeat: int = 5) -> dict:
+    """In a fresh process (``run_side``): the timing of one side's loss + gradient."""
+    from asrkit.bench.sides import measure_step
+
+    inputs = _inputs(p)
+    if side == "asrkit":
+        from asrkit.kernels import ctc_loss
+
+        step = functools.partial(ctc_loss, *inputs, device="cpu")
+    else:
+        import torch
+
+        torch.set_num_threads(p["threads"])
+        step = _torch_step(torch, *inputs)
+    return measure_step(step, repeat=repeat, memory=False)
+
+
 def run(args) -> list[Case]:
-    """Time each case; returns Cases with the cost and gradient agreement as extras."""
+    """Time each case (each side in its own process); Cases with the cost and gradient
+    agreement as extras."""
     from asrkit.kernels import ctc_loss
 
     try:
         import torch
     except ImportError:  # the ratio column shows "-" without torch
         torch = None
-    else:
-        torch.set_num_threads(args.threads)
-    rng = np.random.default_rng(args.seed)
     T, B, S = args.frames, args.batch, args.target_length
     cases = []
     for C in args.classes:
-        logits = rng.standard_normal((T, B, C)).astype(np.float32)
-        targets = rng.integers(1, C, size=(B, S)).astype(np.int32)
-        input_lengths = np.full(B, T, dtype=np.int32)
-        target_lengths = np.full(B, S, dtype=np.int32)
-        ours = functools.partial(ctc_loss, logits, targets, input_lengths, target_lengths,
-                                 device="cpu")
-        asrkit_s = median_time(ours, repeat=args.repeat)
-        ref_s, extra = None, {}
+        p = {"frames": T, "batch": B, "target_length": S, "classes": C, "seed": args.seed,
+             "threads": args.threads}
+        ours = run_side(__name__, "asrkit", p, args.repeat, env=thread_env(args.threads))
+        t = ours["timing"]
+        ref_s = ref_q = None
+        extra = {}
         if torch is not None:
-            step = _torch_step(torch, logits, targets, input_lengths, target_lengths)
-            ref_s = median_time(step, repeat=args.repeat)
-            costs, grad = ours()
-            loss, tgrad = step()
+            tt = run_side(__name__, "torch", p, args.repeat,
+                          env=thread_env(args.threads))["timing"]
+            ref_s, ref_q = tt["median"], (tt["q1"], tt["q3"])
+            logits, targets, input_lengths, target_lengths = _inputs(p)
+            costs, grad = ctc_loss(logits, targets, input_lengths, target_lengths, device="cpu")
+            loss, tgrad = _torch_step(torch, logits, targets, input_lengths, target_lengths)()
             # torch accumulates in float32; its float64 run shows which of the two is closer
             _, tgrad64 = _torch_step(torch, logits.astype(np.float64), targets, input_lengths,
                                      target_lengths)()
@@ -81,6 +111,7 @@ def run(args) -> list[Case]:
                     f"asrkit {np.abs(grad - tgrad64.numpy()).max():.2e}, torch float32 "
                     f"{np.abs(tgrad.numpy() - tgrad64.numpy()).max():.2e}",
             }
-        cases.append(Case(f"T={T} B={B} S={S} C={C}", asrkit_s, f"torch {torch.__version__}"
-                          if torch is not None else "torch", ref_s, extra))
+        cases.append(Case(f"T={T} B={B} S={S} C={C}", t["median"], f"torch {torch.__version__}"
+                          if torch is not None else "torch", ref_s, extra,
+                          asrkit_spread=(t["q1"], t["q3"]), reference_spread=ref_q))
     return cases

@@ -4,7 +4,9 @@ A random model of the shipped ``data/conf/blstm_ctc.toml`` shape (BLSTM layers o
 subsampled frames; ``--proj`` adds LSTMP projections, which run as an ONNX Scan) is exported with
 ``asrkit.export.build_onnx`` and both run the same padded batch with ragged lengths drawn from
 [T/2, T]. The extras give the export time, the file size and the largest difference of the
-log-probs on valid frames. onnxruntime uses ``--threads`` intra-op threads.
+log-probs on valid frames. Each side is timed alone in a fresh process (``asrkit.bench.sides``;
+the model is rebuilt there from the same seed) with ``--threads`` threads: onnxruntime's intra-op
+threads, and the BLAS/OpenMP/numba thread variables of both.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import time
 
 import numpy as np
 
-from asrkit.bench import Case, median_time
+from asrkit.bench import Case
+from asrkit.bench.sides import run_side, thread_env
 
 NAME = "export"
 HELP = "exported ONNX acoustic model in onnxruntime against asrkit's forward pass"
@@ -30,45 +33,79 @@ def add_arguments(parser) -> None:
     parser.add_argument("--proj", type=int, default=0, help="LSTMP projection (0: none)")
     parser.add_argument("--tokens", type=int, default=32, help="output classes")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="onnxruntime intra-op threads")
+                        help="threads of each side (onnxruntime intra-op, BLAS, numba)")
     parser.add_argument("--seed", type=int, default=0)
 
 
-def run(args) -> list:
-    """One case: the forward pass of the batch, asrkit vs onnxruntime."""
-    import onnx  # noqa: F401  (imported before the export is timed)
-    import onnxruntime as ort
+_KEYS = ("frames", "batch", "input", "hidden", "layers", "proj", "tokens", "threads", "seed")
 
-    from asrkit.export import build_onnx
+
+def _model_and_batch(p):
     from asrkit.models import Model
 
-    net = {"stack_frames": 3, "subsample_frames": 3, "seed": args.seed,
-           "layers": [{"type": "blstm", "hidden": args.hidden, "num_layers": args.layers,
-                       "proj": args.proj}]}
-    tokens = ["<blk>"] + [f"t{i}" for i in range(1, args.tokens)]
-    model = Model(net, args.input, tokens, blank=0)
+    net = {"stack_frames": 3, "subsample_frames": 3, "seed": p["seed"],
+           "layers": [{"type": "blstm", "hidden": p["hidden"], "num_layers": p["layers"],
+                       "proj": p["proj"]}]}
+    tokens = ["<blk>"] + [f"t{i}" for i in range(1, p["tokens"])]
+    model = Model(net, p["input"], tokens, blank=0)
+    rng = np.random.default_rng(p["seed"])
+    T, B = p["frames"], p["batch"]
+    lengths = rng.integers(T // 2, T + 1, B).astype(np.int32)
+    lengths[0] = T
+    feats = rng.standard_normal((T, B, p["input"])).astype(np.float32)
+    return model, feats, lengths
+
+
+def _session(proto, threads):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    return ort.InferenceSession(proto.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"])
+
+
+def measure_side(side: str, p: dict, repeat: int = 5) -> dict:
+    """In a fresh process (``run_side``): the timing of one forward pass of the batch."""
+    from asrkit.bench.sides import measure_step
+
+    model, feats, lengths = _model_and_batch(p)
+    if side == "asrkit":
+        step = lambda: model(feats, lengths)  # noqa: E731
+    else:
+        from asrkit.export import build_onnx
+
+        sess = _session(build_onnx(model), p["threads"])
+        feed = {"feats": feats, "lengths": lengths}
+        step = lambda: sess.run(None, feed)  # noqa: E731
+    return measure_step(step, repeat=repeat, memory=False)
+
+
+def run(args) -> list:
+    """One case: the forward pass of the batch, asrkit vs onnxruntime, each in its own
+    process; the export and the agreement measured here."""
+    import onnx  # noqa: F401  (imported before the export is timed)
+
+    from asrkit.export import build_onnx
+
+    p = {k: getattr(args, k) for k in _KEYS}
+    model, feats, lengths = _model_and_batch(p)
     t0 = time.perf_counter()
     proto = build_onnx(model)
     export_s = time.perf_counter() - t0
-    data = proto.SerializeToString()
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = args.threads
-    sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
-
-    rng = np.random.default_rng(args.seed)
-    T, B = args.frames, args.batch
-    lengths = rng.integers(T // 2, T + 1, B).astype(np.int32)
-    lengths[0] = T
-    feats = rng.standard_normal((T, B, args.input)).astype(np.float32)
-    feed = {"feats": feats, "lengths": lengths}
-
+    sess = _session(proto, args.threads)
     ref, ref_len = model(feats, lengths)
-    got, got_len = sess.run(None, feed)
+    got, got_len = sess.run(None, {"feats": feats, "lengths": lengths})
     valid = np.arange(ref.shape[0])[:, None] < ref_len[None, :]
     diff = float(np.abs(ref - got)[valid].max())
-    asrkit_s = median_time(lambda: model(feats, lengths), repeat=args.repeat)
-    ort_s = median_time(lambda: sess.run(None, feed), repeat=args.repeat)
-    name = f"T={T} B={B} {args.layers}x{'blstmp' if args.proj else 'blstm'}{args.hidden}"
-    return [Case(name, asrkit_s, "onnxruntime", ort_s,
-                 {"export_s": round(export_s, 3), "onnx_bytes": len(data),
-                  "max_abs_diff": diff, "lengths_equal": bool(np.all(ref_len == got_len))})]
+    del sess
+    ours = run_side(__name__, "asrkit", p, args.repeat, env=thread_env(args.threads))["timing"]
+    theirs = run_side(__name__, "onnxruntime", p, args.repeat,
+                      env=thread_env(args.threads))["timing"]
+    name = f"T={p['frames']} B={p['batch']} {args.layers}x" \
+           f"{'blstmp' if args.proj else 'blstm'}{args.hidden}"
+    return [Case(name, ours["median"], "onnxruntime", theirs["median"],
+                 {"export_s": round(export_s, 3), "onnx_bytes": len(proto.SerializeToString()),
+                  "max_abs_diff": diff, "lengths_equal": bool(np.all(ref_len == got_len))},
+                 asrkit_spread=(ours["q1"], ours["q3"]),
+                 reference_spread=(theirs["q1"], theirs["q3"]))]

@@ -81,7 +81,12 @@ def run(args) -> list[Case]:
         t_ken = median_time(lambda: kenlm.Model(arpa), repeat=args.repeat, warmup=0)
         cases.append(Case("load ARPA", t_ours, "kenlm", t_ken))
         t_bin = median_time(lambda: NgramLM.load(binary), repeat=args.repeat, warmup=1)
-        cases.append(Case("load binary (mmap)", t_bin, "kenlm ARPA", t_ken))
+        mb = os.path.getsize(binary) / 1e6
+        cases.append(Case("load binary (mmap, verified)", t_bin, "kenlm ARPA", t_ken,
+                          {"binary_MB": round(mb, 1), "verify_MB_per_s": round(mb / t_bin)}))
+        t_raw = median_time(lambda: NgramLM.from_binary(binary, verify=False),
+                            repeat=args.repeat, warmup=1)
+        cases.append(Case("load binary (mmap, verify=False)", t_raw, "verified", t_bin))
 
         ours = NgramLM.load(binary)
         ref = kenlm.Model(arpa)

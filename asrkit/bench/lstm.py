@@ -1,14 +1,20 @@
-"""LSTM layer forward + backward: asrkit's fused CPU kernels against torch.nn.LSTM, in one process.
+"""LSTM layer forward + backward: asrkit's fused CPU kernels against torch.nn.LSTM.
 
 Both sides get the same weights and input ``x [T, B, I]`` and compute ``y`` and the gradients of
-``sum(y * r)`` for a fixed random ``r``: torch through autograd with its intra-op threads set to
-the machine's cores, asrkit through ``lstm_forward`` + ``lstm_backward`` (``blstm_*`` for the
-bidirectional cases, once with the directions in turn and once in two threads). The last case
-has lengths drawn from [T/2, T] (torch: ``pack_padded_sequence``). The extras give the largest
-difference of ``y`` and of ``dW_ih`` from torch's.
+``sum(y * r)`` for a fixed random ``r``: torch through autograd, asrkit through ``lstm_forward``
++ ``lstm_backward`` (``blstm_*`` for the bidirectional cases, once with the directions in turn
+and once in two threads). The last case has lengths drawn from [T/2, T] (torch:
+``pack_padded_sequence``).
 
-The two sides are timed in alternation (one run of each per round, after a warm-up), so that
-load from other processes on a shared machine falls on both alike; each figure is the median.
+Each side is timed alone in its own fresh process (``asrkit.bench.sides``), at each thread count
+of ``--threads``, with ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and
+``NUMBA_NUM_THREADS`` (and torch's intra-op threads, and asrkit's ``threads=``) set to it: right
+after a call, OpenBLAS's and OpenMP's worker threads keep spinning and steal the next call's
+cores, so timing the two in alternation in one process penalised whichever ran second. Figures
+are the median and the quartiles of ``--repeat`` runs after a warm-up run. ``--alternate`` adds
+the old in-process alternation (one run of each side per round) as extras, for comparison. The
+extras also give how far asrkit's ``y`` and ``dW_ih`` are from torch's (relative difference of a
+random projection of each, computed in the side processes).
 """
 
 from __future__ import annotations
@@ -19,21 +25,36 @@ import statistics
 import numpy as np
 
 from asrkit.bench import Case, median_time
+from asrkit.bench.sides import run_side, thread_env
 
 NAME = "lstm"
 HELP = "fused LSTM/BLSTM forward+backward on the CPU against torch.nn.LSTM"
+CASES = {  # name -> (bidirectional, concurrent directions, packed lengths)
+    "lstm": (False, None, False),
+    "blstm": (True, False, False),
+    "blstm-threads": (True, True, False),
+    "lstm-lengths": (False, None, True),
+}
+LABELS = {"lstm": "lstm", "blstm": "blstm, directions in turn",
+          "blstm-threads": "blstm, two threads", "lstm-lengths": "lstm, lengths T/2..T"}
 
 
 def add_arguments(parser) -> None:
-    """Shape options: frames, batch, input and hidden sizes, projection, threads."""
+    """Shape options, cases, thread counts and the in-process alternation switch."""
     parser.add_argument("--frames", type=int, default=300, help="T, frames per sequence")
     parser.add_argument("--batch", type=int, default=16, help="B, sequences per batch")
     parser.add_argument("--input", type=int, default=80, help="I, input features")
     parser.add_argument("--hidden", type=int, default=320, help="H, cells per direction")
     parser.add_argument("--proj", type=int, default=0, help="P, projection size (0: none)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="torch's intra-op threads and asrkit's recurrence threads (numpy's "
-                        "BLAS threads are set by OPENBLAS_NUM_THREADS)")
+    parser.add_argument("--threads", type=int, nargs="+",
+                        default=sorted({1, os.cpu_count() or 1}),
+                        help="thread counts to run each case at (torch's intra-op threads, "
+                        "asrkit's threads, and the BLAS/OpenMP/numba thread variables)")
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--alternate", action="store_true",
+                        help="also time both sides in alternation in this one process (the "
+                        "old method: the side that runs second meets the other's spinning "
+                        "threads)")
     parser.add_argument("--seed", type=int, default=0)
 
 
@@ -44,6 +65,19 @@ def _weights(rng, I, H, P, dirs):
     if P:
         shapes["w_hr"] = (P, H)
     return {n: rng.uniform(-k, k, (dirs, *s)).astype(np.float32) for n, s in shapes.items()}
+
+
+def _inputs(p):
+    """The case's input, output weights ``r``, layer weights and lengths (seeded)."""
+    rng = np.random.default_rng(p["seed"])
+    T, B, I, H, P = p["frames"], p["batch"], p["input"], p["hidden"], p["proj"]
+    bidirectional, _, packed = CASES[p["case"]]
+    dirs = 2 if bidirectional else 1
+    x = rng.standard_normal((T, B, I)).astype(np.float32)
+    lengths = (rng.integers(T // 2, T + 1, size=B).astype(np.int64) if packed else None)
+    w = _weights(rng, I, H, P, dirs)
+    r = rng.standard_normal((T, B, dirs * (P or H))).astype(np.float32)
+    return x, r, w, lengths
 
 
 def _torch_step(torch, x, r, w, bidirectional, proj, lengths):
@@ -70,7 +104,7 @@ def _torch_step(torch, x, r, w, bidirectional, proj, lengths):
             out, _ = m(pack(xt, torch.from_numpy(lengths), enforce_sorted=False))
             y, _ = torch.nn.utils.rnn.pad_packed_sequence(out, total_length=T)
         (y * rt).sum().backward()
-        return y, m.weight_ih_l0.grad
+        return y.detach().numpy(), m.weight_ih_l0.grad.numpy()
 
     return step
 
@@ -99,50 +133,81 @@ def _asrkit_step(x, r, w, bidirectional, concurrent, lengths, threads):
     return step
 
 
+def _step(side: str, p: dict):
+    x, r, w, lengths = _inputs(p)
+    bidirectional, concurrent, _ = CASES[p["case"]]
+    if side == "asrkit":
+        return _asrkit_step(x, r, w, bidirectional, concurrent, lengths, p["threads"])
+    import torch
+
+    torch.set_num_threads(p["threads"])
+    return _torch_step(torch, x, r, w, bidirectional, p["proj"], lengths)
+
+
+def _probe(a, seed: int) -> float:
+    """A random projection of ``a`` (float64), to compare results across processes."""
+    rng = np.random.default_rng(seed + 1)
+    return float(np.dot(np.ravel(a).astype(np.float64), rng.standard_normal(np.size(a))))
+
+
+def measure_side(side: str, p: dict, repeat: int = 5) -> dict:
+    """In a fresh process (``run_side``): the step's timing (median, quartiles), then random
+    projections of its ``y`` and ``dW_ih`` (forward direction)."""
+    from asrkit.bench.sides import measure_step
+
+    step = _step(side, p)
+    out = measure_step(step, repeat=repeat, memory=False)
+    y, dw = step()
+    out["y_probe"] = _probe(y, p["seed"])
+    out["dw_probe"] = _probe(dw, p["seed"] + 7)
+    return out
+
+
 def _alternating(ours, theirs, repeat):
-    """Median seconds of ``ours`` and ``theirs`` (None if absent), one run of each per round."""
+    """Median seconds of ``ours`` and ``theirs``, one run of each per round, in this process."""
     ours()
-    if theirs is not None:
-        theirs()
+    theirs()
     a, b = [], []
     for _ in range(repeat):
         a.append(median_time(ours, repeat=1, warmup=0))
-        if theirs is not None:
-            b.append(median_time(theirs, repeat=1, warmup=0))
-    return statistics.median(a), (statistics.median(b) if b else None)
+        b.append(median_time(theirs, repeat=1, warmup=0))
+    return statistics.median(a), statistics.median(b)
+
+
+def _rel(a: float, b: float) -> str:
+    return f"{abs(a - b) / max(abs(b), 1e-30):.2e}"
 
 
 def run(args) -> list[Case]:
-    """Time uni- and bidirectional layers; returns Cases with the agreement as extras."""
+    """Each case at each thread count, each side in its own process; ratios, spreads and the
+    agreement of ``y`` and ``dW_ih``."""
     try:
         import torch
+        ref_name = f"torch {torch.__version__}"
     except ImportError:  # the ratio column shows "-" without torch
-        torch = None
-    else:
-        torch.set_num_threads(args.threads)
-    rng = np.random.default_rng(args.seed)
+        torch, ref_name = None, "torch"
     T, B, I, H, P = args.frames, args.batch, args.input, args.hidden, args.proj
-    x = rng.standard_normal((T, B, I)).astype(np.float32)
     shape = f"T={T} B={B} {I}->{H}" + (f" P={P}" if P else "")
     cases = []
-    packed = rng.integers(T // 2, T + 1, size=B).astype(np.int64)
-    for label, bidirectional, concurrent, lengths in (
-            ("lstm", False, None, None),
-            ("blstm, directions in turn", True, False, None),
-            ("blstm, two threads", True, True, None),
-            ("lstm, lengths T/2..T", False, None, packed)):
-        dirs = 2 if bidirectional else 1
-        w = _weights(rng, I, H, P, dirs)
-        r = rng.standard_normal((T, B, dirs * (P or H))).astype(np.float32)
-        ours = _asrkit_step(x, r, w, bidirectional, concurrent, lengths, args.threads)
-        theirs = None if torch is None else _torch_step(torch, x, r, w, bidirectional, P,
-                                                        lengths)
-        asrkit_s, ref_s = _alternating(ours, theirs, args.repeat)
-        extra = {}
-        if theirs is not None:
-            (y, dw), (yt, dwt) = ours(), theirs()
-            extra = {"y_max_abs_diff": f"{np.abs(y - yt.detach().numpy()).max():.2e}",
-                     "dw_ih_max_rel_diff":
-                         f"{np.abs(dw - dwt.numpy()).max() / np.abs(dwt.numpy()).max():.2e}"}
-        cases.append(Case(f"{label} fwd+bwd {shape}", asrkit_s, "torch", ref_s, extra))
+    for case in args.cases:
+        for threads in args.threads:
+            p = {"case": case, "frames": T, "batch": B, "input": I, "hidden": H, "proj": P,
+                 "threads": threads, "seed": args.seed}
+            ours = run_side(__name__, "asrkit", p, args.repeat, env=thread_env(threads))
+            t = ours["timing"]
+            extra: dict = {}
+            ref_s = ref_q = None
+            if torch is not None:
+                theirs = run_side(__name__, "torch", p, args.repeat, env=thread_env(threads))
+                tt = theirs["timing"]
+                ref_s, ref_q = tt["median"], (tt["q1"], tt["q3"])
+                extra["y_probe_rel_diff"] = _rel(ours["y_probe"], theirs["y_probe"])
+                extra["dw_ih_probe_rel_diff"] = _rel(ours["dw_probe"], theirs["dw_probe"])
+                if args.alternate:
+                    a_s, t_s = _alternating(_step("asrkit", p), _step("torch", p), args.repeat)
+                    extra["alternating_asrkit_ms"] = round(a_s * 1e3, 1)
+                    extra["alternating_torch_ms"] = round(t_s * 1e3, 1)
+            cases.append(Case(f"{LABELS[case]} fwd+bwd {shape} threads={threads}", t["median"],
+                              ref_name, ref_s, extra, asrkit_spread=(t["q1"], t["q3"]),
+                              reference_spread=ref_q))
     return cases

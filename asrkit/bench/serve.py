@@ -4,7 +4,8 @@ holds.
 The server runs as ``asrkit serve`` in its own process on 127.0.0.1 (port chosen by the system);
 the clients run here, one asyncio task per stream (light next to the model work). For each level
 of ``--streams``, that many streams send the same audio at real time (0.1 s chunks, start times
-spread over one chunk) and the figures are:
+spread over one chunk) after an unmeasured warm-up of two short streams, and the figures
+are:
 
 * lag: for every partial and final result, wall time from sending the audio up to the result's
   end to receiving the result (p50, p95): how far recognition trails the speaker;
@@ -126,6 +127,7 @@ def run(args) -> list[Case]:
     proc, url = start_server(args.model_dir, args.workers)
     cases, held = [], 0
     try:
+        asyncio.run(_streams(url, x[: 3 * rate], rate, 2))  # warm-up: compiled code, windows
         for n in [int(v) for v in args.streams.split(",")]:
             before = _proc(proc.pid)
             t0 = time.perf_counter()

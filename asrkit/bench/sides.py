@@ -129,6 +129,14 @@ def measure_step(step: Callable[[], object], repeat: int = 5, memory: bool = Tru
     return out
 
 
+def thread_env(threads: int) -> dict:
+    """The environment of a side process at ``threads`` threads: OpenBLAS, OpenMP, MKL and numba
+    (pass it as ``run_side(..., env=)``; torch's intra-op threads are the side's to set)."""
+    n = str(threads)
+    return {"OPENBLAS_NUM_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n,
+            "NUMBA_NUM_THREADS": n}
+
+
 def run_side(module: str, side: str, params: dict, repeat: int, timeout: float = 3600,
              env: dict | None = None) -> dict:
     """Run ``module.measure_side(side, params, repeat)`` in a fresh interpreter and return its

@@ -13,7 +13,6 @@ memory-mapped binary form; --lm accepts either (and gzipped ARPA).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -108,16 +107,16 @@ def _save(lm, path: str, binary: bool) -> None:
         raise CommandError(f"{path}: cannot write: {e.strerror}") from None
 
 
-def _read_input(path: str):
-    """A context manager giving the open text file (stdin for '-'); errors name the file."""
+def _input_lines(path: str):
+    """The lines of a text file (stdin for '-') read as UTF-8, one at a time; a line that is
+    not UTF-8 raises TextFileError naming the file (``<stdin>``) and line."""
+    from asrkit.utils.textfile import decode_lines, read_lines
+
     if path == "-":
-        return contextlib.nullcontext(sys.stdin)
+        return decode_lines(sys.stdin.buffer, "<stdin>")
     if not os.path.exists(path):
         raise CommandError(f"{path}: no such file")
-    try:
-        return open(path, encoding="utf-8")
-    except OSError as e:
-        raise _os_error(path, e) from None
+    return read_lines(path)
 
 
 def _train(args) -> int:
@@ -142,7 +141,7 @@ def _train(args) -> int:
             raise CommandError(f"--prune: {e}") from None
     _check_output(args.output)
     t0 = time.perf_counter()
-    source = sys.stdin if args.text == "-" else args.text
+    source = _input_lines("-") if args.text == "-" else args.text
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", RuntimeWarning)
@@ -169,13 +168,15 @@ def _ppl(args) -> int:
     from asrkit.lm import evaluate
 
     lm = _load(args.lm)
+    from asrkit.utils.textfile import TextFileError
+
+    lines = _input_lines(args.text)
     try:
-        with _read_input(args.text) as f:
-            stats = evaluate(lm, f)
-    except UnicodeDecodeError as e:
-        raise CommandError(f"{args.text}: not UTF-8 ({e.reason})") from None
+        stats = evaluate(lm, lines)
     except OSError as e:
         raise _os_error(args.text, e) from None
+    except TextFileError as e:
+        raise CommandError(str(e)) from None
     except ValueError as e:  # e.g. a model without </s>
         raise CommandError(f"{e} (scoring {args.text})") from None
     if args.json:

@@ -76,6 +76,8 @@ def _main(argv: list[str] | None) -> int:
         return 2
     debug = args.debug or os.environ.get("ASRKIT_DEBUG", "") not in ("", "0")
     prefix = f"asrkit {args.command}"
+    if args.command != "warmup":
+        _start_warmup()
     try:
         status = int(args._run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
@@ -100,6 +102,16 @@ def _main(argv: list[str] | None) -> int:
         hint = "" if debug else " (asrkit --debug shows the traceback)"
         _error(f"{prefix}: error: {_describe(e)}{hint}")
         return 2
+
+
+def _start_warmup() -> None:
+    """On a cold compile cache, compile every kernel in the background (asrkit.utils.jit)."""
+    try:
+        from asrkit.utils.jit import start_background_warmup
+
+        start_background_warmup()
+    except Exception:  # noqa: BLE001 - a convenience; never a reason for a command to fail
+        pass
 
 
 def _one_line(e: BaseException) -> str:

@@ -134,12 +134,11 @@ class Executor:
         shape = tuple(step.node.op.out_shape(*xs, **attrs))
         dtype = np.result_type(*xs)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        while len(plan.slot_buffers) < plan.n_slots:
-            plan.slot_buffers.append(None)
-        buf = plan.slot_buffers[step.slot]
+        bufs = plan.slot_buffers()
+        buf = bufs[step.slot]
         if buf is None or buf.nbytes < nbytes:
             buf = np.empty(max(nbytes, 1), np.uint8)
-            plan.slot_buffers[step.slot] = buf
+            bufs[step.slot] = buf
         return buf[:nbytes].view(dtype).reshape(shape)
 
     def run(self, feeds: dict, *, train=False, seed=0, params=None, dtype=None,

@@ -23,7 +23,8 @@ _uids = itertools.count()
 class Variable:
     """A node of the graph; the base of Input, Parameter, Constant and Function.
 
-    Supports ``+ - * / ** @``, unary ``-`` and ``x[..., a:b]`` (static axes) by building ops.
+    ``+ - * / ** @``, unary ``-`` and ``x[..., a:b]`` (static axes) build ops once the op
+    catalogue is imported (``asrkit.ops`` attaches them: the graph never imports it).
     """
 
     __array_ufunc__ = None  # numpy defers to our reflected operators: np.float32(2) * x
@@ -94,63 +95,6 @@ class Variable:
         from asrkit.graph.autodiff import grad
 
         return grad(self, wrt=wrt, inputs=feeds or {}, **kwargs)
-
-    # -- operators -------------------------------------------------------------------------
-    def __add__(self, other):
-        from asrkit import ops
-        return ops.add(self, other)
-
-    def __radd__(self, other):
-        from asrkit import ops
-        return ops.add(other, self)
-
-    def __sub__(self, other):
-        from asrkit import ops
-        return ops.sub(self, other)
-
-    def __rsub__(self, other):
-        from asrkit import ops
-        return ops.sub(other, self)
-
-    def __mul__(self, other):
-        from asrkit import ops
-        return ops.mul(self, other)
-
-    def __rmul__(self, other):
-        from asrkit import ops
-        return ops.mul(other, self)
-
-    def __truediv__(self, other):
-        from asrkit import ops
-        return ops.div(self, other)
-
-    def __rtruediv__(self, other):
-        from asrkit import ops
-        return ops.div(other, self)
-
-    def __pow__(self, other):
-        from asrkit import ops
-        return ops.pow(self, other)
-
-    def __rpow__(self, other):
-        from asrkit import ops
-        return ops.pow(other, self)
-
-    def __neg__(self):
-        from asrkit import ops
-        return ops.neg(self)
-
-    def __matmul__(self, other):
-        from asrkit import ops
-        return ops.times(self, other)
-
-    def __rmatmul__(self, other):
-        from asrkit import ops
-        return ops.times(other, self)
-
-    def __getitem__(self, key):
-        from asrkit import ops
-        return ops.getitem(self, key)
 
     def __repr__(self):
         label = f" '{self.name}'" if self.name else ""

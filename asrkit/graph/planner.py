@@ -21,6 +21,8 @@ memory and never changes results.
 
 from __future__ import annotations
 
+import threading
+
 from asrkit.graph.node import Function, Input, Parameter
 from asrkit.graph.topo import topological_order
 
@@ -62,10 +64,21 @@ class Plan:
         self.recomputed: set = set()
         self.steps = self._schedule()
         self.n_slots = 0
-        self.slot_buffers: list = []  # the executor keeps each slot's storage here between runs
+        self._storage = threading.local()
         self._liveness()
         if reuse:
             self._assign_slots()
+
+    def slot_buffers(self) -> list:
+        """This thread's storage of the slots (uint8 arrays or None, ``n_slots`` long), kept
+        between runs: one list per thread, since runs of one plan in several threads at once
+        (a server's model threads) must not write into each other's values."""
+        bufs = getattr(self._storage, "buffers", None)
+        if bufs is None:
+            bufs = self._storage.buffers = []
+        while len(bufs) < self.n_slots:
+            bufs.append(None)
+        return bufs
 
     # -- which nodes carry a gradient ------------------------------------------------------
     def _gradient_set(self) -> set:

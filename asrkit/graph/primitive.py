@@ -53,13 +53,15 @@ class Primitive:
     cheap:          recomputing it in the backward pass is cheaper than storing it (mirror)
     stateful:       forward returns ``(y, state)`` and backward receives ``state=``
     stochastic:     draws from ``ctx.rng`` (never recomputed)
-    impls:          per-device forwards besides cpu, e.g. ``{"cuda": fn}``
+    cuda, cuda_backward: the forward and backward on device arrays (``impls["cuda"]``,
+                    ``impls["cuda_backward"]``); they may return ``NotImplemented`` for inputs
+                    they do not cover, and the backend then runs the cpu functions on host copies
     """
 
     def __init__(self, name: str, arg_names, shape_rule: Callable, forward: Callable,
                  backward: Callable | None = None, *, lengths_rule=None, needs=None,
                  keeps_padding_zero=False, out_shape=None, inplace=False, view=False,
-                 cheap=False, stateful=False, stochastic=False, impls=None):
+                 cheap=False, stateful=False, stochastic=False, cuda=None, cuda_backward=None):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is already registered")
         self.name = name
@@ -77,7 +79,8 @@ class Primitive:
         self.cheap = cheap
         self.stateful = stateful
         self.stochastic = stochastic
-        self.impls = dict(impls or {})
+        self.impls = {k: f for k, f in (("cuda", cuda), ("cuda_backward", cuda_backward))
+                      if f is not None}
         PRIMITIVES[name] = self
 
     @property

@@ -1,7 +1,8 @@
 """Model files: one ``.npz`` holding the graph description (JSON) and every parameter.
 
-Loading rebuilds the graph from the op registry alone (``asrkit.ops``), re-running each shape
-rule, so a model file needs no recipe or layer code. The file is written atomically.
+Loading rebuilds the graph from the op registry alone (``PRIMITIVES``: import ``asrkit.ops``, or
+the module of a custom op, first), re-running each shape rule, so a model file needs no recipe
+or layer code. The file is written atomically.
 
 Layout: ``graph.json`` (a uint8 array of UTF-8 JSON: nodes in topological order, named outputs)
 plus one array per parameter (``param/<index>``) and constant (``const/<index>``).
@@ -17,6 +18,7 @@ import numpy as np
 from asrkit.graph.errors import GraphError
 from asrkit.graph.node import Constant, Function, Input, Parameter, bind
 from asrkit.graph.primitive import PRIMITIVES
+from asrkit.graph.step import StepGraph
 from asrkit.graph.topo import topological_order
 from asrkit.utils import atomic_open
 
@@ -42,8 +44,6 @@ def _encode(v, ids=None):
 def _decode(v, built=None):
     if isinstance(v, dict):
         if "__step__" in v:
-            from asrkit.ops.scan import StepGraph
-
             return StepGraph.from_nodes(*[built[i] for i in v["__step__"]])
         if "__tuple__" in v:
             return tuple(_decode(x) for x in v["__tuple__"])
@@ -120,9 +120,10 @@ def save_model(path, outputs, metadata: dict | None = None) -> None:
 
 
 def load_model(path) -> Model:
-    """Read a model file written by :func:`save_model`; returns a :class:`Model`."""
-    import asrkit.ops  # noqa: F401  (registers every primitive)
+    """Read a model file written by :func:`save_model`; returns a :class:`Model`.
 
+    Its ops must be registered: ``import asrkit.ops`` (and the modules of any custom ops).
+    """
     try:
         data = np.load(path, allow_pickle=False)
         graph = json.loads(bytes(data["graph.json"]).decode())
@@ -146,7 +147,8 @@ def load_model(path) -> Model:
         else:
             op = PRIMITIVES.get(rec["op"])
             if op is None:
-                raise GraphError(f"{path}: node {rec['id']} uses unknown op {rec['op']!r}")
+                raise GraphError(f"{path}: node {rec['id']} uses op {rec['op']!r}, which no "
+                                 "imported module registers (import asrkit.ops first)")
             attrs = {k: _decode(v, built) for k, v in rec["attrs"].items()}
             n = bind(op, [built[i] for i in rec["inputs"]], name=name, **attrs)
         built.append(n)

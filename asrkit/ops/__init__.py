@@ -12,10 +12,16 @@ define next to its public wrapper (see ``elementwise.py``)::
     def my_op(x, name=""):
         return bind(my_p, [x], name=name)
 
-then add a case to ``tests/graph/_cases.py``: the catalogue test fails for any differentiable
-primitive without a finite-difference check. CUDA forwards go in ``cuda_impls*.py``.
+and, beside them, its CUDA forward and backward on device arrays (``Primitive(...,
+cuda=..., cuda_backward=...)``; one function when the kernels it calls take ``device=ctx.device``).
+Kernel bodies live in ``asrkit.kernels`` (numpy twins in ``kernels/reference``). Then add a case
+to ``tests/graph/_cases.py``: the catalogue test fails for any differentiable primitive without a
+finite-difference check, and the cuda backend test runs every case on the device.
+
+Importing this package also attaches the operators to graph nodes (``asrkit.ops.operators``).
 """
 
+import asrkit.ops.operators  # noqa: F401  (attaches x + y, x @ W, ... to graph nodes)
 from asrkit.ops.convolution import avg_pool1d, conv1d, max_pool1d
 from asrkit.ops.criteria import (
     classification_error,

@@ -2,7 +2,9 @@
 
 Both honour lengths: output lengths follow from each sequence's own length (``'same'``:
 ``ceil(L / stride)``; ``'valid'``: ``floor((L - dilation*(K-1) - 1) / stride) + 1``), taps past a
-sequence's end read zeros (convolution) or are skipped (pooling).
+sequence's end read zeros (convolution) or are skipped (pooling). The window kernels
+(:mod:`asrkit.kernels.reference.windows`, ``asrkit.kernels.cuda.windows``) serve both devices;
+the convolution is a GEMM over the gathered windows (numpy's or cuBLAS's).
 """
 
 from __future__ import annotations
@@ -11,13 +13,8 @@ import numpy as np
 
 from asrkit.graph.node import bind
 from asrkit.graph.primitive import Primitive, Type
-from asrkit.ops._frames import (
-    gather_windows,
-    out_lengths,
-    scatter_windows,
-    window_geometry,
-    window_validity,
-)
+from asrkit.kernels._device import kernel
+from asrkit.kernels.reference.windows import out_lengths, window_geometry
 from asrkit.ops._rules import derived_axis, float_dtype, require_sequence
 
 
@@ -55,29 +52,62 @@ def _conv_lengths(ctx, x, W, stride=1, dilation=1, padding="same"):
     return out_lengths(ctx.in_lengths[0], W.shape[0], stride, dilation, padding)
 
 
+def _windows(ctx, name):
+    return kernel("windows", name, ctx.device)
+
+
+def _gemm(ctx):
+    """``gemm(a, b, trans_a, trans_b)`` of the run's device."""
+    if ctx.device == "cuda":
+        from asrkit.kernels.cuda.gemm import gemm
+
+        return gemm
+    return lambda a, b, trans_a=False, trans_b=False: (a.T if trans_a else a) @ (
+        b.T if trans_b else b)
+
+
 def _conv_fwd(ctx, x, W, stride=1, dilation=1, padding="same"):
+    if ctx.device == "cuda" and x.dtype != W.dtype:
+        return NotImplemented
     K, C, O = W.shape
-    cols = gather_windows(x, K, stride, dilation, padding)  # [T', B, K, C]
-    T_out, B = cols.shape[:2]
-    return (cols.reshape(T_out * B, K * C) @ W.reshape(K * C, O)).reshape(T_out, B, O)
+    left, T_out = window_geometry(x.shape[0], K, stride, dilation, padding)
+    cols = _windows(ctx, "gather_windows")(x, K, stride, dilation, left, T_out)  # [T', B, K, C]
+    B = x.shape[1]
+    if T_out * B == 0:
+        return _empty(ctx, (T_out, B, O), x.dtype)
+    return _gemm(ctx)(cols.reshape((T_out * B, K * C)), W.reshape((K * C, O))).reshape(
+        (T_out, B, O))
+
+
+def _empty(ctx, shape, dtype):
+    if ctx.device == "cuda":
+        from asrkit.kernels.cuda.layout import zeros
+
+        return zeros(shape, dtype)
+    return np.zeros(shape, dtype)
 
 
 def _conv_bwd(ctx, g, y, x, W, stride=1, dilation=1, padding="same"):
     K, C, O = W.shape
+    T = x.shape[0]
     T_out, B = g.shape[:2]
-    g2 = g.reshape(T_out * B, O)
+    if ctx.device == "cuda" and T_out * B == 0:
+        return NotImplemented
+    left, _ = window_geometry(T, K, stride, dilation, padding)
+    g2 = g.reshape((T_out * B, O))
     gx = gW = None
     if ctx.needs_grad[1]:
-        cols = gather_windows(x, K, stride, dilation, padding)
-        gW = (cols.reshape(T_out * B, K * C).T @ g2).reshape(K, C, O)
+        cols = _windows(ctx, "gather_windows")(x, K, stride, dilation, left, T_out)
+        gW = _gemm(ctx)(cols.reshape((T_out * B, K * C)), g2, trans_a=True).reshape((K, C, O))
     if ctx.needs_grad[0]:
-        gcols = (g2 @ W.reshape(K * C, O).T).reshape(T_out, B, K, C)
-        gx = scatter_windows(gcols, x.shape[0], K, stride, dilation, padding)
+        gcols = _gemm(ctx)(g2, W.reshape((K * C, O)), trans_b=True).reshape((T_out, B, K, C))
+        gx = _windows(ctx, "scatter_windows")(gcols, T, K, stride, dilation, left)
     return gx, gW
 
 
 conv1d_p = Primitive("conv1d", ("x", "W"), _conv_rule, _conv_fwd, _conv_bwd,
-                     lengths_rule=_conv_lengths, needs=(0, 1))
+                     lengths_rule=_conv_lengths, needs=(0, 1), cuda=_conv_fwd,
+                     cuda_backward=_conv_bwd)
 
 
 def conv1d(x, W, stride=1, dilation=1, padding="same", name=""):
@@ -106,35 +136,21 @@ def _pool_lengths(ctx, x, kind="max", size=2, stride=None, padding="valid"):
 
 
 def _pool_fwd(ctx, x, kind="max", size=2, stride=None, padding="valid"):
-    stride = stride or size
-    cols = gather_windows(x, size, stride, 1, padding)  # [T', B, K, ...]
-    valid = window_validity(ctx.in_lengths[0], x.shape[0], size, stride, 1, padding)
-    valid = valid.reshape(valid.shape + (1,) * (x.ndim - 2))
-    if kind == "max":
-        z = np.where(valid, cols, -np.inf)
-        arg = np.argmax(z, axis=2)
-        y = np.take_along_axis(cols, arg[:, :, None], axis=2)[:, :, 0]
-        any_valid = valid.any(axis=2)
-        return np.where(any_valid, y, 0).astype(x.dtype), (arg, None)
-    count = np.maximum(valid.sum(axis=2), 1)
-    return (np.where(valid, cols, 0).sum(axis=2) / count).astype(x.dtype), (None, count)
+    if ctx.device == "cuda" and x.dtype.kind != "f":
+        return NotImplemented
+    left, T_out = window_geometry(x.shape[0], size, stride or size, 1, padding)
+    return _windows(ctx, "pool1d")(x, ctx.in_lengths[0], kind, size, stride or size, left, T_out)
 
 
 def _pool_bwd(ctx, g, y, x, kind="max", size=2, stride=None, padding="valid", state=None):
-    stride = stride or size
-    arg, count = state
-    valid = window_validity(ctx.in_lengths[0], x.shape[0], size, stride, 1, padding)
-    valid = valid.reshape(valid.shape + (1,) * (x.ndim - 2))
-    if kind == "max":
-        taps = np.arange(size).reshape((1, 1, size) + (1,) * (x.ndim - 2))
-        gcols = np.where((taps == arg[:, :, None]) & valid, g[:, :, None], 0)
-    else:
-        gcols = np.where(valid, (g / count)[:, :, None], 0)
-    return (scatter_windows(gcols.astype(g.dtype), x.shape[0], size, stride, 1, padding),)
+    left, _ = window_geometry(x.shape[0], size, stride or size, 1, padding)
+    return (_windows(ctx, "pool1d_backward")(g, state, ctx.in_lengths[0], x.shape[0], kind,
+                                             size, stride or size, left),)
 
 
 pool1d_p = Primitive("pool1d", ("x",), _pool_rule, _pool_fwd, _pool_bwd, needs=(0,),
-                     lengths_rule=_pool_lengths, stateful=True)
+                     lengths_rule=_pool_lengths, stateful=True, cuda=_pool_fwd,
+                     cuda_backward=_pool_bwd)
 
 
 def max_pool1d(x, size=2, stride=None, padding="valid", name=""):

@@ -10,7 +10,9 @@ import numpy as np
 
 from asrkit.graph.node import BATCH, bind
 from asrkit.graph.primitive import Primitive, Type
-from asrkit.ops._rules import float_dtype, require_sequence
+from asrkit.kernels import elementwise as ew
+from asrkit.kernels._device import kernel
+from asrkit.ops._rules import errors_name, float_dtype, require_sequence
 
 
 # -- CTC -------------------------------------------------------------------------------------
@@ -44,11 +46,31 @@ def _ctc_fwd(ctx, logits, labels, blank=0, zero_infinity=False):
 
 
 def _ctc_bwd(ctx, g, y, logits, labels, blank=0, zero_infinity=False, state=None):
-    return np.asarray(state) * g[None, :, None], None
+    # d(sum of costs)/dlogits, scaled per sequence by the incoming gradient g [B]
+    return ew.binary("mul", state, g.reshape((1, -1, 1)), device=ctx.device), None
+
+
+def _host(a):
+    return a.copy_to_host() if hasattr(a, "copy_to_host") else np.asarray(a)
+
+
+def _ctc_cuda(ctx, logits, labels, blank=0, zero_infinity=False):
+    from numba import cuda
+
+    from asrkit.kernels import ctc_loss
+
+    targets = np.ascontiguousarray(_host(labels).T, dtype=np.int32)
+    costs, grad = ctc_loss(logits, targets, ctx.in_lengths[0], ctx.in_lengths[1], blank=blank,
+                           device="cuda")
+    if zero_infinity:
+        c = _host(costs)
+        if not np.all(np.isfinite(c)):
+            costs = cuda.to_device(np.where(np.isfinite(c), c, 0).astype(c.dtype))
+    return costs, grad
 
 
 ctc_p = Primitive("ctc_loss", ("logits", "labels"), _ctc_rule, _ctc_fwd, _ctc_bwd, needs=(),
-                  stateful=True)
+                  stateful=True, cuda=_ctc_cuda, cuda_backward=_ctc_bwd)
 
 
 def ctc_loss(logits, labels, blank=0, zero_infinity=False, name=""):
@@ -77,35 +99,19 @@ def _ce_rule(prim, z, labels, label_smoothing=0.0):
 
 
 def _ce_fwd(ctx, z, labels, label_smoothing=0.0):
-    C = z.shape[-1]
-    if labels.size and labels.max() >= C:
-        raise ValueError(f"{ctx.where()}: label {int(labels.max())} is not below the number of "
-                         f"classes {C}")
-    zm = z - z.max(axis=-1, keepdims=True)
-    logp = zm - np.log(np.exp(zm).sum(axis=-1, keepdims=True))
-    ignore = labels < 0  # negative labels (e.g. -1) are ignored
-    safe = np.where(ignore, 0, labels)
-    picked = np.take_along_axis(logp, safe[..., None], axis=-1)[..., 0]
-    loss = -(1.0 - label_smoothing) * picked
-    if label_smoothing:
-        loss = loss - label_smoothing / C * logp.sum(axis=-1)
-    loss = np.where(ignore, 0, loss).astype(z.dtype)
-    return loss, (np.exp(logp), safe, ignore)
+    if ctx.device == "cuda" and z.dtype.kind != "f":
+        return NotImplemented
+    with errors_name(ctx):
+        return kernel("criteria", "cross_entropy", ctx.device)(z, labels, label_smoothing)
 
 
 def _ce_bwd(ctx, g, y, z, labels, label_smoothing=0.0, state=None):
-    p, safe, ignore = state
-    C = p.shape[-1]
-    target = np.zeros_like(p)
-    np.put_along_axis(target, safe[..., None], 1.0 - label_smoothing, axis=-1)
-    if label_smoothing:
-        target += label_smoothing / C
-    gz = (p - target) * np.where(ignore, 0, g)[..., None]
-    return gz, None
+    return kernel("criteria", "cross_entropy_backward", ctx.device)(g, state,
+                                                                   label_smoothing), None
 
 
 cross_entropy_p = Primitive("cross_entropy_with_softmax", ("z", "labels"), _ce_rule, _ce_fwd,
-                            _ce_bwd, needs=(), stateful=True)
+                            _ce_bwd, needs=(), stateful=True, cuda=_ce_fwd, cuda_backward=_ce_bwd)
 
 
 def cross_entropy_with_softmax(z, labels, label_smoothing=0.0, name=""):
@@ -125,8 +131,9 @@ def _err_rule(prim, z, labels):
 
 
 def _err_fwd(ctx, z, labels):
-    wrong = (np.argmax(z, axis=-1) != labels) & (labels >= 0)
-    return wrong.astype(float_dtype_of(z))
+    if ctx.device == "cuda" and (z.dtype.kind != "f" or labels.dtype.kind not in "iu"):
+        return NotImplemented
+    return kernel("criteria", "classification_error", ctx.device)(z, labels)
 
 
 def float_dtype_of(a):
@@ -135,7 +142,7 @@ def float_dtype_of(a):
 
 
 classification_error_p = Primitive("classification_error", ("z", "labels"), _err_rule, _err_fwd,
-                                   None)
+                                   None, cuda=_err_fwd)
 
 
 def classification_error(z, labels, name=""):
@@ -157,7 +164,11 @@ def edit_distance(ref, hyp) -> int:
 
 def ctc_greedy_decode(logits, lengths, blank=0) -> list[np.ndarray]:
     """Best-path decoding: argmax per frame, merge repeats, drop blanks. Returns B int arrays."""
-    best = np.argmax(np.asarray(logits), axis=-1)  # [T, B]
+    return _best_path(np.argmax(np.asarray(logits), axis=-1), lengths, blank)
+
+
+def _best_path(best, lengths, blank):
+    """The arg-max path ``int [T, B]`` with repeats merged and blanks dropped, per sequence."""
     out = []
     for b, n in enumerate(np.asarray(lengths)):
         path = best[: int(n), b]
@@ -169,9 +180,20 @@ def ctc_greedy_decode(logits, lengths, blank=0) -> list[np.ndarray]:
 
 
 def _greedy_fwd(ctx, logits, labels, blank=0):
-    hyps = ctc_greedy_decode(logits, ctx.in_lengths[0], blank)
+    # the arg-max path [T, B] comes to the host for the edit distances (a small dynamic
+    # programme per sequence)
+    if ctx.device == "cuda" and logits.dtype.kind != "f":
+        return NotImplemented
+    best = _host(kernel("criteria", "argmax", ctx.device)(logits))
+    hyps = _best_path(best, ctx.in_lengths[0], blank)
+    labels = _host(labels)
     refs = [labels[: int(n), b] for b, n in enumerate(ctx.in_lengths[1])]
-    return np.array([edit_distance(r, h) for r, h in zip(refs, hyps)], float_dtype_of(logits))
+    errs = np.array([edit_distance(r, h) for r, h in zip(refs, hyps)], float_dtype_of(logits))
+    if ctx.device == "cuda":
+        from numba import cuda
+
+        return cuda.to_device(errs)
+    return errs
 
 
 def _greedy_rule(prim, logits, labels, blank=0):
@@ -179,7 +201,7 @@ def _greedy_rule(prim, logits, labels, blank=0):
 
 
 ctc_greedy_errors_p = Primitive("ctc_greedy_errors", ("logits", "labels"), _greedy_rule,
-                                _greedy_fwd, None)
+                                _greedy_fwd, None, cuda=_greedy_fwd)
 
 
 def ctc_greedy_errors(logits, labels, blank=0, name=""):

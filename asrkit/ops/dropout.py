@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from asrkit.graph.node import bind
 from asrkit.graph.primitive import Primitive
+from asrkit.kernels import elementwise as ew
 from asrkit.ops._rules import same_type
 
 
@@ -16,17 +17,23 @@ def _rule(prim, x, rate):
 def _fwd(ctx, x, rate):
     if not ctx.train or rate == 0.0:
         return x, None
-    keep = (ctx.rng.random(x.shape) >= rate).astype(x.dtype)
+    # The mask is drawn on the host from the run's generator, so cpu and cuda drop the same
+    # entries for the same seed.
+    keep = (ctx.rng.random(tuple(x.shape)) >= rate).astype(x.dtype)
     keep *= x.dtype.type(1.0 / (1.0 - rate))
-    return x * keep, keep
+    if ctx.device == "cuda":
+        from numba import cuda
+
+        keep = cuda.to_device(keep)
+    return ew.binary("mul", x, keep, device=ctx.device), keep
 
 
 def _bwd(ctx, g, y, x, rate, state):
-    return (g if state is None else g * state,)
+    return (g if state is None else ew.binary("mul", g, state, device=ctx.device),)
 
 
 dropout_p = Primitive("dropout", ("x",), _rule, _fwd, _bwd, needs=(), keeps_padding_zero=True,
-                      stateful=True, stochastic=True, view=True)
+                      stateful=True, stochastic=True, view=True, cuda=_fwd, cuda_backward=_bwd)
 
 
 def dropout(x, rate=0.5, name=""):

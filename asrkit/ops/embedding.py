@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from asrkit.graph.node import bind
 from asrkit.graph.primitive import Primitive, Type
+from asrkit.kernels._device import kernel
+from asrkit.ops._rules import errors_name
 
 
 def _rule(prim, ids, table):
@@ -17,20 +17,16 @@ def _rule(prim, ids, table):
 
 
 def _fwd(ctx, ids, table):
-    V = table.shape[0]
-    if ids.size and (ids.min() < 0 or ids.max() >= V):
-        bad = ids[(ids < 0) | (ids >= V)][0]
-        raise ValueError(f"{ctx.where()}: id {int(bad)} is outside the vocabulary [0, {V})")
-    return table[ids]
+    with errors_name(ctx):
+        return kernel("layout", "take_rows", ctx.device)(table, ids)
 
 
 def _bwd(ctx, g, y, ids, table):
-    gt = np.zeros(table.shape, g.dtype)
-    np.add.at(gt, ids.reshape(-1), g.reshape(-1, table.shape[1]))
-    return None, gt
+    return None, kernel("layout", "add_rows", ctx.device)(g, ids, int(table.shape[0]))
 
 
-embedding_p = Primitive("embedding", ("ids", "table"), _rule, _fwd, _bwd, needs=(0, 1))
+embedding_p = Primitive("embedding", ("ids", "table"), _rule, _fwd, _bwd, needs=(0, 1), cuda=_fwd,
+                        cuda_backward=_bwd)
 
 
 def embedding(ids, table, name=""):

@@ -43,8 +43,36 @@ def _times_bwd(ctx, g, y, x, W):
     return gx, gW
 
 
+def _rows(a):
+    """A contiguous device array as ``[rows, last axis]``."""
+    from asrkit.kernels.cuda.layout import contiguous
+
+    k = int(tuple(a.shape)[-1])
+    return contiguous(a).reshape((a.size // k if k else int(np.prod(a.shape[:-1])), k))
+
+
+def _times_cuda(ctx, x, W):
+    from asrkit.kernels.cuda.gemm import gemm
+
+    if W.ndim != 2 or x.dtype != W.dtype or x.dtype.kind != "f":
+        return NotImplemented
+    return gemm(_rows(x), W).reshape(tuple(x.shape)[:-1] + (int(W.shape[1]),))
+
+
+def _times_cuda_bwd(ctx, g, y, x, W):
+    from asrkit.kernels.cuda.gemm import gemm
+
+    if W.ndim != 2:
+        return NotImplemented
+    g2 = _rows(g)
+    gx = gemm(g2, W, trans_b=True).reshape(tuple(x.shape)) if ctx.needs_grad[0] else None
+    gW = gemm(_rows(x), g2, trans_a=True) if ctx.needs_grad[1] else None
+    return gx, gW
+
+
 times_p = Primitive("times", ("x", "W"), _times_rule, _times_fwd, _times_bwd, needs=(0, 1),
-                    keeps_padding_zero=True, out_shape=lambda x, W: x.shape[:-1] + W.shape[1:])
+                    keeps_padding_zero=True, out_shape=lambda x, W: x.shape[:-1] + W.shape[1:],
+                    cuda=_times_cuda, cuda_backward=_times_cuda_bwd)
 
 
 def times(x, W, name=""):
@@ -80,7 +108,9 @@ matmul_p = Primitive("matmul", ("a", "b"), _matmul_rule,
                      lambda ctx, a, b, out=None: np.matmul(a, b, out=out), _matmul_bwd,
                      needs=(0, 1), keeps_padding_zero=True,
                      out_shape=lambda a, b: np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-                     + (a.shape[-2], b.shape[-1]))
+                     + (a.shape[-2], b.shape[-1]),
+                     # against a matrix, ``[..., n, k] @ [k, m]`` is times over the folded rows
+                     cuda=_times_cuda, cuda_backward=_times_cuda_bwd)
 
 
 def matmul(a, b, name=""):

@@ -1,4 +1,8 @@
-"""Layer normalisation and batch normalisation (statistics over valid frames only)."""
+"""Layer normalisation and batch normalisation (statistics over valid frames only).
+
+The kernels (:mod:`asrkit.kernels.reference.normalization` on the cpu, its CUDA twin on the
+device) normalise; the ops keep batch norm's running statistics.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ import numpy as np
 
 from asrkit.graph.node import bind
 from asrkit.graph.primitive import Primitive, Type
-from asrkit.graph.sequence import valid_mask
-from asrkit.ops._rules import float_dtype
+from asrkit.kernels._device import kernel
+from asrkit.ops._rules import errors_name, float_dtype
 
 
 def _norm_rule(prim, x, scale, bias, *stats, **attrs):
@@ -23,23 +27,17 @@ def _norm_rule(prim, x, scale, bias, *stats, **attrs):
 
 # -- layer norm ------------------------------------------------------------------------------
 def _ln_fwd(ctx, x, scale, bias, eps=1e-5):
-    mu = x.mean(axis=-1, keepdims=True)
-    xc = x - mu
-    rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
-    xhat = xc * rstd
-    return xhat * scale + bias, (xhat, rstd)
+    if ctx.device == "cuda" and len({x.dtype, scale.dtype, bias.dtype}) != 1:
+        return NotImplemented
+    return kernel("normalization", "layer_norm", ctx.device)(x, scale, bias, eps)
 
 
 def _ln_bwd(ctx, g, y, x, scale, bias, eps=1e-5, state=None):
-    xhat, rstd = state
-    gxhat = g * scale
-    gx = rstd * (gxhat - gxhat.mean(axis=-1, keepdims=True)
-                 - xhat * (gxhat * xhat).mean(axis=-1, keepdims=True))
-    return gx, g * xhat, g
+    return kernel("normalization", "layer_norm_backward", ctx.device)(g, state, scale)
 
 
 layer_norm_p = Primitive("layer_norm", ("x", "scale", "bias"), _norm_rule, _ln_fwd, _ln_bwd,
-                         needs=(1,), stateful=True)
+                         needs=(1,), stateful=True, cuda=_ln_fwd, cuda_backward=_ln_bwd)
 
 
 def layer_norm(x, scale, bias, eps=1e-5, name=""):
@@ -51,57 +49,51 @@ def layer_norm(x, scale, bias, eps=1e-5, name=""):
 
 
 # -- batch norm ------------------------------------------------------------------------------
-def _valid(ctx, x):
-    """Mask ``[T, B, 1..]`` of valid frames (or None when every entry counts)."""
-    L = ctx.in_lengths[0]
-    if L is None:
-        return None
-    return valid_mask(L, x.shape[0], x.ndim, x.dtype)
-
-
 def _bn_fwd(ctx, x, scale, bias, running_mean, running_var, eps=1e-5, momentum=0.1):
-    axes = tuple(range(x.ndim - 1))
+    if ctx.device == "cuda" and (x.dtype.kind != "f" or len({x.dtype, scale.dtype,
+                                                             bias.dtype}) != 1):
+        return NotImplemented
+    k = "normalization"
     if not ctx.train:
-        rstd = 1.0 / np.sqrt(running_var + eps)
-        xhat = (x - running_mean) * rstd
-        return xhat * scale + bias, (xhat, rstd, None, False)
-    m = _valid(ctx, x)
-    # every entry of a valid frame counts (x [T, B, ..., D]: the middle axes too)
-    n = float(m.sum()) * int(np.prod(x.shape[2:-1])) if m is not None else \
-        float(np.prod([x.shape[a] for a in axes]))
-    if n < 1:
-        raise ValueError(f"{ctx.where()}: batch norm over an empty batch")
-    mu = x.sum(axis=axes) / n
-    xc = x - mu
-    if m is not None:
-        xc = xc * m
-    var = (xc * xc).sum(axis=axes) / n
+        var = running_var if ctx.device == "cpu" else running_var.copy_to_host()
+        mean = running_mean if ctx.device == "cpu" else running_mean.copy_to_host()
+        rstd = 1.0 / np.sqrt(var + eps)
+        y, xhat = kernel(k, "batch_norm", ctx.device)(x, scale, bias, mean, rstd)
+        return y, (xhat, rstd, None)
+    L = ctx.in_lengths[0]
+    with errors_name(ctx):
+        mean, var, n = kernel(k, "batch_stats", ctx.device)(x, L)
     rstd = 1.0 / np.sqrt(var + eps)
-    xhat = xc * rstd
-    # Running statistics live in the (non-trainable) parameter arrays, updated in place as
-    # torch does: unbiased variance, exponential average with weight `momentum`.
-    running_mean *= 1.0 - momentum
-    running_mean += momentum * mu
-    running_var *= 1.0 - momentum
-    running_var += momentum * var * (n / max(n - 1.0, 1.0))
-    return xhat * scale + bias, (xhat, rstd, m, n)
+    y, xhat = kernel(k, "batch_norm", ctx.device)(x, scale, bias, mean, rstd, L)
+    _update_running(ctx, running_mean, running_var, x.dtype, mean, var * (n / max(n - 1.0, 1.0)),
+                    momentum)
+    return y, (xhat, rstd, n)
+
+
+def _update_running(ctx, running_mean, running_var, dtype, mean, var_unbiased, momentum):
+    """Running statistics live in the (non-trainable) parameter arrays, updated in place as
+    torch does: unbiased variance, exponential average with weight ``momentum``. On the cpu
+    they are the arrays the op received; the cuda path updates the parameters' host arrays."""
+    stats = (running_mean, running_var)
+    if ctx.device != "cpu":
+        stats = [getattr(node, "value", None) for node in ctx.node.inputs[3:5]]
+    for value, stat in zip(stats, (mean, var_unbiased)):
+        if isinstance(value, np.ndarray) and (ctx.device == "cpu" or value.dtype == dtype):
+            value *= 1.0 - momentum
+            value += (momentum * stat).astype(value.dtype)
 
 
 def _bn_bwd(ctx, g, y, x, scale, bias, running_mean, running_var, eps=1e-5, momentum=0.1,
             state=None):
-    xhat, rstd, m, n = state
-    gxhat = g * scale
-    if n is False:  # evaluation mode: fixed statistics
-        return gxhat * rstd, g * xhat, g, None, None
-    axes = tuple(range(g.ndim - 1))
-    gx = rstd * (gxhat - gxhat.sum(axis=axes) / n - xhat * (gxhat * xhat).sum(axis=axes) / n)
-    if m is not None:
-        gx = gx * m
-    return gx, g * xhat, g, None, None
+    xhat, rstd, n = state
+    gx, gscale, gbias = kernel("normalization", "batch_norm_backward", ctx.device)(
+        g, xhat, scale, rstd, ctx.in_lengths[0] if n is not None else None, n)
+    return gx, gscale, gbias, None, None
 
 
 batch_norm_p = Primitive("batch_norm", ("x", "scale", "bias", "running_mean", "running_var"),
-                         _norm_rule, _bn_fwd, _bn_bwd, needs=(1,), stateful=True)
+                         _norm_rule, _bn_fwd, _bn_bwd, needs=(1,), stateful=True, cuda=_bn_fwd,
+                         cuda_backward=_bn_bwd)
 
 
 def batch_norm(x, scale, bias, running_mean, running_var, eps=1e-5, momentum=0.1, name=""):

@@ -83,11 +83,38 @@ def _bwd(ctx, g, y, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *w_hr, reverse=False, sta
     return tuple(grads)
 
 
+def _host(a):
+    return a.copy_to_host() if hasattr(a, "copy_to_host") else np.asarray(a)
+
+
+def _cuda_fwd(ctx, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *w_hr, reverse=False):
+    from numba import cuda
+
+    from asrkit.kernels.lstm import lstm_forward
+
+    B = tuple(x.shape)[1]
+    H = tuple(w_ih.shape)[0] // 4
+    P = w_hr[0].shape[0] if w_hr else H
+    h0 = cuda.to_device(np.ascontiguousarray(np.broadcast_to(_host(h0), (B, P)), x.dtype))
+    c0 = cuda.to_device(np.ascontiguousarray(np.broadcast_to(_host(c0), (B, H)), x.dtype))
+    y, _, _, cache = lstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh,
+                                  lengths=np.asarray(ctx.in_lengths[0]), device="cuda",
+                                  reverse=reverse, w_hr=w_hr[0] if w_hr else None)
+    return y, cache
+
+
+def _cuda_bwd(ctx, g, y, x, h0, c0, w_ih, w_hh, b_ih, b_hh, *w_hr, reverse=False, state=None):
+    from asrkit.kernels.lstm import lstm_backward
+
+    return tuple(lstm_backward(g, None, None, state, device="cuda"))
+
+
 # The kernel's cache holds x, the weights and (CPU) the output y, whose frames are the h_prev of
 # dW_hh: keep them alive (and out of reusable slots) until the backward pass, so needs names
 # every input and "out".
 lstm_p = Primitive("lstm", ("x", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh", "w_hr"), _rule, _fwd,
-                   _bwd, needs=(*range(8), "out"), stateful=True)
+                   _bwd, needs=(*range(8), "out"), stateful=True, cuda=_cuda_fwd,
+                   cuda_backward=_cuda_bwd)
 
 
 def lstm(x, w_ih, w_hh, b_ih, b_hh, w_hr=None, h0=0.0, c0=0.0, reverse=False, name=""):
@@ -155,10 +182,48 @@ def _blstm_bwd(ctx, g, y, x, h0, c0, *ws, state=None):
     return tuple(out)
 
 
+def _halves(T, B, P, d):
+    """Where direction ``d``'s ``[T, B, P]`` lies in a ``[T, B, 2P]`` array (strides, offset)."""
+    return (B * 2 * P, 2 * P, 1), d * P
+
+
+def _blstm_cuda_fwd(ctx, x, h0, c0, *ws):
+    from asrkit.kernels.cuda.layout import empty, flat, scatter
+
+    n = len(ws) // 2
+    outs, caches = [], []
+    for d in (0, 1):
+        y, cache = _cuda_fwd(ctx, x, h0, c0, *[ws[2 * k + d] for k in range(n)],
+                             reverse=bool(d))
+        outs.append(y)
+        caches.append(cache)
+    T, B, P = tuple(outs[0].shape)
+    out = empty((T, B, 2 * P), outs[0].dtype)
+    for d, y in enumerate(outs):
+        scatter(y, flat(out), *_halves(T, B, P, d), accumulate=False)
+    return out, caches
+
+
+def _blstm_cuda_bwd(ctx, g, y, x, h0, c0, *ws, state=None):
+    from asrkit.kernels import elementwise as ew
+    from asrkit.kernels.cuda.layout import gather
+    from asrkit.kernels.lstm import lstm_backward
+
+    T, B, P2 = tuple(g.shape)
+    grads = [lstm_backward(gather(g, (T, B, P2 // 2), *_halves(T, B, P2 // 2, d)), None, None,
+                           state[d], device="cuda") for d in (0, 1)]
+    (dxf, dhf, dcf, *wf), (dxb, dhb, dcb, *wb) = grads
+    out = [ew.binary("add", a, b, device="cuda") for a, b in ((dxf, dxb), (dhf, dhb), (dcf, dcb))]
+    for a, b in zip(wf, wb):
+        out += [a, b]
+    return tuple(out)
+
+
 blstm_p = Primitive(
     "blstm", ("x", "h0", "c0", "w_ih", "w_ih_reverse", "w_hh", "w_hh_reverse", "b_ih",
               "b_ih_reverse", "b_hh", "b_hh_reverse", "w_hr", "w_hr_reverse"),
-    _blstm_rule, _blstm_fwd, _blstm_bwd, needs=(*range(13), "out"), stateful=True)
+    _blstm_rule, _blstm_fwd, _blstm_bwd, needs=(*range(13), "out"), stateful=True,
+    cuda=_blstm_cuda_fwd, cuda_backward=_blstm_cuda_bwd)
 
 
 def blstm(x, forward: dict, reverse: dict, h0=0.0, c0=0.0, name=""):

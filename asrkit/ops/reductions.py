@@ -75,14 +75,51 @@ def _extreme_bwd(ctx, g, y, x, axis=(-1,), keepdims=False):
     return (_expand(g, x, axes, keepdims) * share,)
 
 
-reduce_sum_p = Primitive("reduce_sum", ("x",), _reduce_rule, _sum_fwd, _sum_bwd, needs=(0,),
-                         keeps_padding_zero=True)
-reduce_mean_p = Primitive("reduce_mean", ("x",), _reduce_rule, _mean_fwd, _mean_bwd, needs=(0,),
-                          keeps_padding_zero=True)
-reduce_max_p = Primitive("reduce_max", ("x",), _reduce_rule, _extreme_fwd(np.max), _extreme_bwd,
-                         keeps_padding_zero=True)
-reduce_min_p = Primitive("reduce_min", ("x",), _reduce_rule, _extreme_fwd(np.min), _extreme_bwd,
-                         keeps_padding_zero=True)
+# -- on the device (asrkit.kernels.cuda.layout) ------------------------------------------------
+def _kept(shape, axes):
+    return tuple(1 if i in axes else d for i, d in enumerate(shape))
+
+
+def _reduce_cuda(kind, mean=False):
+    def fwd(ctx, x, axis=(-1,), keepdims=False):
+        from asrkit.kernels.cuda import layout
+
+        if x.dtype.kind != "f":
+            return NotImplemented
+        axes = _full_axes(x, axis, _nd(ctx))
+        n = int(np.prod([x.shape[a] for a in axes]))
+        y = layout.reduce_axes(x, axes, getattr(layout, kind), 1.0 / max(n, 1) if mean else 1.0)
+        return y.reshape(_kept(x.shape, axes)) if keepdims else y
+
+    def bwd(ctx, g, y, x, axis=(-1,), keepdims=False):
+        from asrkit.kernels.cuda import layout
+
+        axes = _full_axes(x, axis, _nd(ctx))
+        kept = _kept(x.shape, axes)
+        g = layout.contiguous(g).reshape(kept)
+        if kind == "SUM":
+            n = int(np.prod([x.shape[a] for a in axes])) if mean else 1
+            return (layout.broadcast_to(_scaled(g, 1.0 / max(n, 1)), x.shape),)
+        return (layout.extreme_grad(x, layout.contiguous(y).reshape(kept), g, axes),)
+    return fwd, bwd
+
+
+def _scaled(g, s):
+    from asrkit.kernels import elementwise as ew
+
+    return g if s == 1.0 else ew.binary("mul", g, np.full((1,), s, g.dtype), device="cuda")
+
+
+def _primitive(name, kind, fwd, bwd, mean=False, needs=(0,)):
+    cuda_fwd, cuda_bwd = _reduce_cuda(kind, mean)
+    return Primitive(name, ("x",), _reduce_rule, fwd, bwd, needs=needs, keeps_padding_zero=True,
+                     cuda=cuda_fwd, cuda_backward=cuda_bwd)
+
+
+reduce_sum_p = _primitive("reduce_sum", "SUM", _sum_fwd, _sum_bwd)
+reduce_mean_p = _primitive("reduce_mean", "SUM", _mean_fwd, _mean_bwd, mean=True)
+reduce_max_p = _primitive("reduce_max", "MAX", _extreme_fwd(np.max), _extreme_bwd, needs=None)
+reduce_min_p = _primitive("reduce_min", "MIN", _extreme_fwd(np.min), _extreme_bwd, needs=None)
 
 
 def reduce_sum(x, axis=-1, keepdims=False, name=""):
@@ -150,11 +187,59 @@ def _max_all_bwd(ctx, g, y, x):
     return (g * hit / hit.sum(),)
 
 
+def _sum_all_cuda(ctx, x):
+    from asrkit.kernels.cuda.layout import reduce_leading
+
+    return reduce_leading(x, x.ndim) if x.dtype.kind == "f" else NotImplemented
+
+
+def _mean_all_cuda(ctx, x):
+    y = _sum_all_cuda(ctx, x)
+    return y if y is NotImplemented else _scaled(y, 1.0 / max(_count(ctx, x), 1))
+
+
+def _spread_cuda(scale):
+    def bwd(ctx, g, y, x):
+        from asrkit.kernels.cuda.layout import broadcast_to, contiguous
+
+        s = scale(ctx, x)
+        return (broadcast_to(_scaled(contiguous(g).reshape((1,) * x.ndim), s), x.shape),)
+    return bwd
+
+
+def _masked_cuda(ctx, x):
+    from asrkit.kernels.cuda.layout import contiguous
+    from asrkit.kernels.cuda.sequence import fill_padding
+
+    L = ctx.in_lengths[0]
+    return contiguous(x) if L is None or not x.size else fill_padding(x, L, -np.inf)
+
+
+def _max_all_cuda(ctx, x):
+    from asrkit.kernels.cuda.layout import MAX, reduce_leading
+
+    if x.dtype.kind != "f":
+        return NotImplemented
+    return reduce_leading(_masked_cuda(ctx, x), x.ndim, MAX)
+
+
+def _max_all_cuda_bwd(ctx, g, y, x):
+    from asrkit.kernels.cuda.layout import contiguous, extreme_grad
+
+    ones = (1,) * x.ndim
+    return (extreme_grad(_masked_cuda(ctx, x), contiguous(y).reshape(ones),
+                         contiguous(g).reshape(ones), tuple(range(x.ndim))),)
+
+
 sum_all_p = Primitive("sum_all", ("x",), _all_rule,
                       lambda ctx, x: np.asarray(np.sum(x), float_dtype_of(x)), _sum_all_bwd,
-                      needs=(0,))
-mean_all_p = Primitive("mean_all", ("x",), _all_rule, _mean_all_fwd, _mean_all_bwd, needs=(0,))
-max_all_p = Primitive("max_all", ("x",), _all_rule, _max_all_fwd, _max_all_bwd)
+                      needs=(0,), cuda=_sum_all_cuda,
+                      cuda_backward=_spread_cuda(lambda ctx, x: 1.0))
+mean_all_p = Primitive("mean_all", ("x",), _all_rule, _mean_all_fwd, _mean_all_bwd, needs=(0,),
+                       cuda=_mean_all_cuda,
+                       cuda_backward=_spread_cuda(lambda ctx, x: 1.0 / max(_count(ctx, x), 1)))
+max_all_p = Primitive("max_all", ("x",), _all_rule, _max_all_fwd, _max_all_bwd,
+                      cuda=_max_all_cuda, cuda_backward=_max_all_cuda_bwd)
 
 
 def sum_all(x, name=""):

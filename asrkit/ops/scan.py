@@ -8,50 +8,20 @@ pass runs backpropagation through time: per frame, in reverse, it re-runs the st
 backward (storing only the states, as the mirror planner does) and sums the gradients of the
 parameters the step uses. Fused kernels (``lstm``) remain the fast path for LSTMs; this op is for
 any other cell (GRU, RNN-T prediction networks, custom cells). On the cuda backend the same loop
-runs on device arrays (:mod:`asrkit.ops.cuda_impls_recurrence`).
+runs on device arrays: the step runs through a cuda executor and the sequence kernels keep the
+states of ended sequences, so nothing comes back to the host per frame.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from asrkit.graph.executor import Executor, get_plan
-from asrkit.graph.node import BATCH, Input, Parameter, bind, input_variable
+from asrkit.graph.executor import Executor
+from asrkit.graph.node import BATCH, bind
 from asrkit.graph.primitive import Primitive, Type
-from asrkit.graph.topo import topological_order
+from asrkit.graph.step import StepGraph
+from asrkit.kernels.reference.sequence import carry_grad, seed_grad, select_frame
 from asrkit.ops._rules import require_sequence
-
-
-class StepGraph:
-    """A compiled step: inputs ``h_prev``, ``x_t`` (batch axis only), output ``h_t``, and the
-    parameters it captures (which become inputs of the recurrence op)."""
-
-    def __init__(self, step, state_shape, frame_shape, dtype):
-        h_prev = input_variable(state_shape, dtype, (BATCH,), name="h_prev")
-        x_t = input_variable(frame_shape, dtype, (BATCH,), name="x_t")
-        self._compile(h_prev, x_t, step(h_prev, x_t))
-
-    @classmethod
-    def from_nodes(cls, h_prev, x_t, h_t) -> StepGraph:
-        """Wrap an already built step graph (model files rebuild it this way)."""
-        self = cls.__new__(cls)
-        self._compile(h_prev, x_t, h_t)
-        return self
-
-    def _compile(self, h_prev, x_t, h_t):
-        self.h_prev, self.x_t, self.h_t = h_prev, x_t, h_t
-        order = topological_order([self.h_t])
-        stray = [n for n in order if isinstance(n, Input) and n not in (self.h_prev, self.x_t)]
-        if stray:
-            raise ValueError(f"recurrence: the step uses graph input {stray[0]!r}; pass "
-                             "per-frame inputs through x (splice them) instead")
-        self.params = [n for n in order if isinstance(n, Parameter)]
-        self.forward_plan = get_plan([self.h_t])
-        self.grad_plan = get_plan([self.h_t], wrt=[self.h_prev, self.x_t, *self.params],
-                                  root=self.h_t)
-
-    def __repr__(self):
-        return f"StepGraph({self.h_t!r})"
 
 
 def _rule(prim, x, h0, *params, step):
@@ -68,11 +38,6 @@ def _param_values(step, params):
     return dict(zip(step.params, params))
 
 
-def _active(L, t, ndim):
-    a = t < L
-    return a.reshape(a.shape + (1,) * (ndim - 1))
-
-
 def _fwd(ctx, x, h0, *params, step):
     T, B = x.shape[:2]
     L = ctx.in_lengths[0]
@@ -83,21 +48,21 @@ def _fwd(ctx, x, h0, *params, step):
     h_prev_all = np.zeros((T,) + state_shape, dt)
     ex = Executor(step.forward_plan, "cpu")
     pv = _param_values(step, params)
-    seeds = ctx.rng.integers(0, 2**31, T) if ctx.rng is not None else np.zeros(T, np.int64)
+    seeds = _seeds(ctx, T)
     for t in range(int(L.max()) if len(L) else 0):
         h_prev_all[t] = h
         res = ex.run({step.h_prev: h, step.x_t: x[t]}, params=pv, train=ctx.train,
                      seed=int(seeds[t]), dtype=dt)
-        h_new = np.asarray(res.outputs[0], dt)
-        act = _active(L, t, h.ndim)
-        h = np.where(act, h_new, h)
-        ys[t] = np.where(act, h_new, 0)
+        h, ys[t] = select_frame(np.asarray(res.outputs[0], dt), h, L, t)
     return ys, (h_prev_all, seeds)
+
+
+def _seeds(ctx, T):
+    return ctx.rng.integers(0, 2**31, T) if ctx.rng is not None else np.zeros(T, np.int64)
 
 
 def _bwd(ctx, g, y, x, h0, *params, step, state=None):
     h_prev_all, seeds = state
-    T, B = x.shape[:2]
     L = ctx.in_lengths[0]
     ex = Executor(step.grad_plan, "cpu")
     pv = _param_values(step, params)
@@ -105,20 +70,85 @@ def _bwd(ctx, g, y, x, h0, *params, step, state=None):
     gx = np.zeros(x.shape, g.dtype)
     gparams = [np.zeros(p.shape, g.dtype) for p in params]
     for t in reversed(range(int(L.max()) if len(L) else 0)):
-        act = _active(L, t, gh.ndim)
-        root = np.where(act, g[t] + gh, 0)
         res = ex.run({step.h_prev: h_prev_all[t], step.x_t: x[t]}, params=pv, train=ctx.train,
-                     seed=int(seeds[t]), root_grad=root, dtype=h_prev_all.dtype)
-        gh = np.where(act, res.grads[step.h_prev], gh)  # ended sequences pass h through
+                     seed=int(seeds[t]), root_grad=seed_grad(g[t], gh, L, t),
+                     dtype=h_prev_all.dtype)
+        gh = carry_grad(res.grads[step.h_prev], gh, L, t)
         gx[t] = res.grads[step.x_t]
         for k, p in enumerate(step.params):
             gparams[k] += res.grads[p]
     return (gx, gh, *gparams)
 
 
+# -- on the device: the same loop over device arrays ---------------------------------------------
+def _cuda_setup(ctx, x, params, step):
+    """(T, B, dtype, host lengths, device lengths, x and params in that dtype)."""
+    from numba import cuda
+
+    from asrkit.kernels.cuda.layout import broadcast_to, contiguous
+
+    dt = np.result_type(x.dtype, *[p.dtype for p in params])
+
+    def cast(a):
+        a = contiguous(a)
+        return a if a.dtype == dt else broadcast_to(a, tuple(a.shape), dt)
+    L = np.asarray(ctx.in_lengths[0], np.int32)
+    return (int(x.shape[0]), int(x.shape[1]), dt, L, cuda.to_device(L), cast(x),
+            [cast(p) for p in params])
+
+
+def _cuda_fwd(ctx, x, h0, *params, step):
+    """``x [T, B, ...]``, ``h0`` (broadcast to ``[B, S]``) -> ``(y [T, B, S], (hs [T + 1, B, S],
+    seeds))`` on device arrays."""
+    from asrkit.kernels.cuda.layout import broadcast_to, empty, zeros
+    from asrkit.kernels.cuda.sequence import select_frame as select
+
+    T, B, dt, L, Ld, x, params = _cuda_setup(ctx, x, params, step)
+    state_shape = (B,) + tuple(step.h_prev.shape[1:])
+    hs = empty((T + 1,) + state_shape, dt)
+    hs[0].copy_to_device(broadcast_to(h0, state_shape, dt))
+    ys = zeros((T,) + state_shape, dt)
+    ex = Executor(step.forward_plan, "cuda")
+    pv = _param_values(step, params)
+    seeds = _seeds(ctx, T)
+    for t in range(int(L.max()) if len(L) else 0):
+        res = ex.run({step.h_prev: hs[t], step.x_t: x[t]}, params=pv, train=ctx.train,
+                     seed=int(seeds[t]))
+        select(res.outputs[0], hs[t], Ld, t, h_out=hs[t + 1], y_out=ys[t])
+    return ys, (hs, seeds)
+
+
+def _cuda_bwd(ctx, g, y, x, h0, *params, step, state=None):
+    """Backpropagation through time on device arrays -> gradients of ``(x, h0 as [B, S],
+    *params)``."""
+    from asrkit.kernels import elementwise as ew
+    from asrkit.kernels.cuda import sequence
+    from asrkit.kernels.cuda.layout import contiguous, flat, scatter, zeros
+
+    hs, seeds = state
+    T, B, dt, L, Ld, x, params = _cuda_setup(ctx, x, params, step)
+    g = contiguous(g)
+    ex = Executor(step.grad_plan, "cuda")
+    pv = _param_values(step, params)
+    gh = zeros(tuple(hs.shape[1:]), g.dtype)
+    gx = zeros(tuple(x.shape), g.dtype)
+    frame = x[0].size if T else 0
+    gparams = [zeros(tuple(p.shape), g.dtype) for p in params]
+    strides = tuple(int(np.prod(x.shape[i + 1:], dtype=np.int64)) for i in range(1, x.ndim))
+    for t in reversed(range(int(L.max()) if len(L) else 0)):
+        res = ex.run({step.h_prev: hs[t], step.x_t: x[t]}, params=pv, train=ctx.train,
+                     seed=int(seeds[t]), root_grad=sequence.seed_grad(g[t], gh, Ld, t))
+        gh = sequence.carry_grad(res.grads[step.h_prev], gh, Ld, t)
+        scatter(res.grads[step.x_t], flat(gx), strides, t * frame, accumulate=False)
+        for acc, p in zip(gparams, step.params):
+            if acc.size:
+                ew.binary("add", acc, res.grads[p], out=acc, device="cuda")
+    return (gx, gh, *gparams)
+
+
 # backward re-runs the step: it reads x and every captured parameter (any number of inputs)
 scan_p = Primitive("recurrence", ("x", "initial_state"), _rule, _fwd, _bwd, needs=range(4096),
-                   stateful=True)
+                   stateful=True, cuda=_cuda_fwd, cuda_backward=_cuda_bwd)
 
 
 def recurrence(step, x, initial_state=0.0, state_shape=None, go_backwards=False, name=""):

@@ -1,5 +1,8 @@
 """Ops along the sequence axis: frame stacking/subsampling/splicing, reversal, delays
 (past_value/future_value) and per-sequence reductions. All honour each sequence's length.
+
+Each forward and backward calls the sequence (or window) kernel of the run's device
+(:func:`asrkit.kernels._device.kernel`): one function serves the cpu and cuda.
 """
 
 from __future__ import annotations
@@ -8,9 +11,14 @@ import numpy as np
 
 from asrkit.graph.node import BATCH, bind
 from asrkit.graph.primitive import Primitive, Type
-from asrkit.graph.sequence import padding_mask, valid_mask
-from asrkit.ops._frames import gather_windows, scatter_windows
-from asrkit.ops._rules import derived_axis, float_dtype, require_sequence
+from asrkit.kernels import sequence as seq
+from asrkit.kernels._device import kernel
+from asrkit.ops._rules import derived_axis, float_dtype, require_sequence, view_cuda
+
+
+def _primitive(name, arg_names, rule, fwd, bwd, **kw):
+    """A primitive whose forward and backward run on both devices."""
+    return Primitive(name, arg_names, rule, fwd, bwd, cuda=fwd, cuda_backward=bwd, **kw)
 
 
 def _ceil_div(a, b):
@@ -28,32 +36,21 @@ def _stack_rule(prim, x, size, stride):
     return Type((None, None, x.shape[2] * size), axes, x.dtype)
 
 
-def _stack_geometry(T, size, stride):
-    return -(-T // stride)
-
-
 def _stack_fwd(ctx, x, size, stride):
     T, B, D = x.shape
-    T_out = _stack_geometry(T, size, stride)
-    xp = np.zeros(((T_out - 1) * stride + size if T_out else 0, B, D), x.dtype)
-    n = min(T, xp.shape[0])
-    xp[:n] = x[:n]
-    cols = gather_windows(xp, size, stride, 1, "valid")[:T_out]
-    return cols.reshape(T_out, B, size * D)
+    T_out = -(-T // stride)
+    cols = kernel("windows", "gather_windows", ctx.device)(x, size, stride, 1, 0, T_out)
+    return cols.reshape((T_out, B, size * D))
 
 
 def _stack_bwd(ctx, g, y, x, size, stride):
-    T, B, D = x.shape
-    T_out = g.shape[0]
-    Tp = (T_out - 1) * stride + size if T_out else 0
-    gp = scatter_windows(g.reshape(T_out, B, size, D), Tp, size, stride, 1, "valid")
-    gx = np.zeros(x.shape, g.dtype)
-    n = min(T, Tp)
-    gx[:n] = gp[:n]
-    return (gx,)
+    T_out, B, _ = g.shape
+    D = x.shape[2]
+    return (kernel("windows", "scatter_windows", ctx.device)(
+        g.reshape((T_out, B, size, D)), x.shape[0], size, stride, 1, 0),)
 
 
-stack_frames_p = Primitive(
+stack_frames_p = _primitive(
     "stack_frames", ("x",), _stack_rule, _stack_fwd, _stack_bwd, needs=(0,),
     lengths_rule=lambda ctx, x, size, stride: _ceil_div(ctx.in_lengths[0], stride))
 
@@ -82,11 +79,15 @@ def _subsample_bwd(ctx, g, y, x, factor, offset):
     return (gx,)
 
 
+def _subsample_fwd(ctx, x, factor, offset):
+    return x[offset::factor]
+
+
 subsample_frames_p = Primitive(
-    "subsample_frames", ("x",), _subsample_rule, lambda ctx, x, factor, offset: x[offset::factor],
-    _subsample_bwd, needs=(0,), view=True, keeps_padding_zero=True,
+    "subsample_frames", ("x",), _subsample_rule, _subsample_fwd, _subsample_bwd, needs=(0,),
+    view=True, keeps_padding_zero=True,
     lengths_rule=lambda ctx, x, factor, offset: np.maximum(
-        _ceil_div(ctx.in_lengths[0] - offset, factor), 0))
+        _ceil_div(ctx.in_lengths[0] - offset, factor), 0), **view_cuda(_subsample_fwd))
 
 
 def subsample_frames(x, factor, offset=0, name=""):
@@ -102,30 +103,16 @@ def _splice_rule(prim, x, left, right):
     return Type((None, None, x.shape[2] * (left + right + 1)), x.dynamic_axes, x.dtype)
 
 
-def _splice_index(lengths, T, left, right):
-    t = np.arange(T)[:, None, None] + np.arange(-left, right + 1)[None, None, :]
-    last = np.maximum(np.asarray(lengths) - 1, 0)[None, :, None]
-    return np.clip(t, 0, last)  # [T, B, K]
-
-
 def _splice_fwd(ctx, x, left, right):
-    T, B, D = x.shape
-    idx = _splice_index(ctx.in_lengths[0], T, left, right)
-    out = x[idx, np.arange(B)[None, :, None]]  # [T, B, K, D]
-    return out.reshape(T, B, -1)
+    return seq.splice_frames(x, ctx.in_lengths[0], left, right, device=ctx.device)
 
 
 def _splice_bwd(ctx, g, y, x, left, right):
-    T, B, D = x.shape
-    idx = _splice_index(ctx.in_lengths[0], T, left, right)
-    gk = g.reshape(T, B, left + right + 1, D) * valid_mask(ctx.in_lengths[0], T, 4, g.dtype)
-    gx = np.zeros(x.shape, g.dtype)
-    np.add.at(gx, (idx, np.broadcast_to(np.arange(B)[None, :, None], idx.shape)), gk)
-    return (gx,)
+    return (seq.splice_frames_backward(g, ctx.in_lengths[0], left, right, device=ctx.device),)
 
 
-splice_frames_p = Primitive("splice_frames", ("x",), _splice_rule, _splice_fwd, _splice_bwd,
-                            needs=(0,))
+splice_frames_p = _primitive("splice_frames", ("x",), _splice_rule, _splice_fwd, _splice_bwd,
+                             needs=(), keeps_padding_zero=True)
 
 
 def splice_frames(x, left, right, name=""):
@@ -136,23 +123,18 @@ def splice_frames(x, left, right, name=""):
 
 
 # -- reversal --------------------------------------------------------------------------------
-def _reverse(x, lengths):
-    T, B = x.shape[:2]
-    src = np.asarray(lengths)[None, :] - 1 - np.arange(T)[:, None]  # [T, B]
-    valid = src >= 0
-    out = x[np.where(valid, src, 0), np.arange(B)[None, :]]
-    out[~valid] = 0
-    return out
-
-
 def _same_seq_rule(prim, x, **attrs):
     require_sequence(prim, x)
     return x.type
 
 
-sequence_reverse_p = Primitive(
-    "sequence_reverse", ("x",), _same_seq_rule, lambda ctx, x: _reverse(x, ctx.in_lengths[0]),
-    lambda ctx, g, y, x: (_reverse(g, ctx.in_lengths[0]),), needs=(), keeps_padding_zero=True)
+def _reverse(ctx, x):
+    return seq.sequence_reverse(x, ctx.in_lengths[0], device=ctx.device)
+
+
+sequence_reverse_p = _primitive("sequence_reverse", ("x",), _same_seq_rule, _reverse,
+                                lambda ctx, g, y, x: (_reverse(ctx, g),), needs=(),
+                                keeps_padding_zero=True)
 
 
 def sequence_reverse(x, name=""):
@@ -175,57 +157,23 @@ def _delay_rule(prim, x, initial_state, time_step):
     return Type(x.shape, x.dynamic_axes, float_dtype(x, initial_state))
 
 
-def _frame_init(x, init):
-    return np.broadcast_to(init, x.shape[1:]).astype(x.dtype, copy=False)
+def _delay(future):
+    def fwd(ctx, x, init, time_step=1):
+        if ctx.device == "cuda" and x.dtype.kind != "f":
+            return NotImplemented
+        return kernel("sequence", "delay", ctx.device)(x, init, ctx.in_lengths[0], time_step,
+                                                       future)
+
+    def bwd(ctx, g, y, x, init, time_step=1):
+        return kernel("sequence", "delay_backward", ctx.device)(g, ctx.in_lengths[0],
+                                                                time_step, future)
+    return fwd, bwd
 
 
-def _past_fwd(ctx, x, init, time_step=1):
-    k = min(time_step, x.shape[0])
-    y = np.empty_like(x)
-    y[:k] = _frame_init(x, init)
-    y[k:] = x[:x.shape[0] - k]
-    return y
-
-
-def _past_bwd(ctx, g, y, x, init, time_step=1):
-    k = min(time_step, g.shape[0])
-    gx = np.zeros_like(g)
-    gx[:g.shape[0] - k] = g[k:]
-    return gx, g[:k].sum(axis=0)
-
-
-past_value_p = Primitive("past_value", ("x", "initial_state"), _delay_rule, _past_fwd, _past_bwd,
-                         needs=())
-
-
-def _future_src_valid(lengths, T, k):
-    return (np.arange(T)[:, None] + k) < np.asarray(lengths)[None, :]  # [T, B]
-
-
-def _future_fwd(ctx, x, init, time_step=1):
-    T = x.shape[0]
-    k = time_step
-    shifted = np.zeros_like(x)
-    if k < T:
-        shifted[:T - k] = x[k:]
-    src = _future_src_valid(ctx.in_lengths[0], T, k)
-    src = src.reshape(src.shape + (1,) * (x.ndim - 2))
-    return np.where(src, shifted, _frame_init(x, init)[None])
-
-
-def _future_bwd(ctx, g, y, x, init, time_step=1):
-    T = g.shape[0]
-    k = time_step
-    src = _future_src_valid(ctx.in_lengths[0], T, k)
-    src = src.reshape(src.shape + (1,) * (g.ndim - 2))
-    gx = np.zeros_like(g)
-    if k < T:
-        gx[k:] = np.where(src, g, 0)[:T - k]
-    return gx, np.where(src, 0, g).sum(axis=0)
-
-
-future_value_p = Primitive("future_value", ("x", "initial_state"), _delay_rule, _future_fwd,
-                           _future_bwd, needs=())
+past_value_p = _primitive("past_value", ("x", "initial_state"), _delay_rule, *_delay(False),
+                          needs=())
+future_value_p = _primitive("future_value", ("x", "initial_state"), _delay_rule, *_delay(True),
+                            needs=())
 
 
 def past_value(x, initial_state=0.0, time_step=1, name=""):
@@ -245,74 +193,54 @@ def _seq_reduce_rule(prim, x):
     return Type(x.shape[1:], (BATCH,), float_dtype(x) if prim.name != "sequence_max" else x.dtype)
 
 
-def _lengths_shape(ctx, x):
-    L = ctx.in_lengths[0]
-    return L.reshape((1, -1) + (1,) * (x.ndim - 2))
+def _seq_sum(mean):
+    def fwd(ctx, x):
+        if ctx.device == "cuda" and x.dtype.kind != "f":
+            return NotImplemented
+        fn = seq.masked_mean if mean else seq.masked_sum
+        return fn(x, ctx.in_lengths[0], device=ctx.device)
+
+    def bwd(ctx, g, y, x):
+        fn = seq.masked_mean_backward if mean else seq.masked_sum_backward
+        return (fn(g, ctx.in_lengths[0], x.shape[0], device=ctx.device),)
+    return fwd, bwd
 
 
-sequence_sum_p = Primitive(
-    "sequence_sum", ("x",), _seq_reduce_rule, lambda ctx, x: x.sum(axis=0),
-    lambda ctx, g, y, x: (np.broadcast_to(g[None], x.shape),), needs=(0,))
+sequence_sum_p = _primitive("sequence_sum", ("x",), _seq_reduce_rule, *_seq_sum(False),
+                            needs=(0,))
+sequence_mean_p = _primitive("sequence_mean", ("x",), _seq_reduce_rule, *_seq_sum(True),
+                             needs=(0,))
 
 
-def _seq_mean_fwd(ctx, x):
-    return (x.sum(axis=0) / np.maximum(_lengths_shape(ctx, x)[0], 1)).astype(x.dtype)
+def _pick(last):
+    def index(ctx):
+        L = ctx.in_lengths[0]
+        return (L - 1).astype(np.int32) if last else np.zeros_like(L)
+
+    def fwd(ctx, x):
+        return kernel("sequence", "take_frame", ctx.device)(x, index(ctx))
+
+    def bwd(ctx, g, y, x):
+        return (kernel("sequence", "put_frame", ctx.device)(g, index(ctx), x.shape[0]),)
+    return fwd, bwd
 
 
-def _seq_mean_bwd(ctx, g, y, x):
-    return (np.broadcast_to((g / np.maximum(_lengths_shape(ctx, x)[0], 1))[None], x.shape),)
-
-
-sequence_mean_p = Primitive("sequence_mean", ("x",), _seq_reduce_rule, _seq_mean_fwd,
-                            _seq_mean_bwd, needs=(0,))
-
-
-def _last_index(ctx):
-    return np.maximum(ctx.in_lengths[0] - 1, 0)
-
-
-def _seq_last_fwd(ctx, x):
-    y = x[_last_index(ctx), np.arange(x.shape[1])]
-    y[ctx.in_lengths[0] == 0] = 0
-    return y
-
-
-def _seq_last_bwd(ctx, g, y, x):
-    gx = np.zeros(x.shape, g.dtype)
-    gx[_last_index(ctx), np.arange(x.shape[1])] = g
-    return (gx,)
-
-
-sequence_last_p = Primitive("sequence_last", ("x",), _seq_reduce_rule, _seq_last_fwd,
-                            _seq_last_bwd, needs=(0,))
-
-
-def _seq_first_bwd(ctx, g, y, x):
-    gx = np.zeros(x.shape, g.dtype)
-    gx[0] = g
-    return (gx,)
-
-
-sequence_first_p = Primitive("sequence_first", ("x",), _seq_reduce_rule,
-                             lambda ctx, x: x[0].copy() if len(x) else np.zeros(x.shape[1:],
-                                                                                   x.dtype),
-                             _seq_first_bwd, needs=(0,))
+sequence_last_p = _primitive("sequence_last", ("x",), _seq_reduce_rule, *_pick(True), needs=(0,))
+sequence_first_p = _primitive("sequence_first", ("x",), _seq_reduce_rule, *_pick(False),
+                              needs=(0,))
 
 
 def _seq_max_fwd(ctx, x):
-    pad = padding_mask(ctx.in_lengths[0], x.shape[0])
-    z = np.where(pad.reshape(pad.shape + (1,) * (x.ndim - 2)), -np.inf, x)
-    y = z.max(axis=0)
-    return np.where(np.isfinite(y), y, 0).astype(x.dtype)
+    if ctx.device == "cuda" and x.dtype.kind != "f":
+        return NotImplemented
+    return kernel("sequence", "masked_max", ctx.device)(x, ctx.in_lengths[0])
 
 
 def _seq_max_bwd(ctx, g, y, x):
-    pad = padding_mask(ctx.in_lengths[0], x.shape[0])
-    hit = (x == y[None]) & ~pad.reshape(pad.shape + (1,) * (x.ndim - 2))
-    return (g[None] * hit / np.maximum(hit.sum(axis=0, keepdims=True), 1),)
+    return (kernel("sequence", "masked_max_backward", ctx.device)(g, x, y, ctx.in_lengths[0]),)
 
 
-sequence_max_p = Primitive("sequence_max", ("x",), _seq_reduce_rule, _seq_max_fwd, _seq_max_bwd)
+sequence_max_p = _primitive("sequence_max", ("x",), _seq_reduce_rule, _seq_max_fwd, _seq_max_bwd)
 
 
 def sequence_sum(x, name=""):
@@ -346,8 +274,17 @@ def _lengths_rule(prim, x):
     return Type((None,), (BATCH,), np.float32)
 
 
-sequence_lengths_p = Primitive("sequence_lengths", ("x",), _lengths_rule,
-                               lambda ctx, x: ctx.in_lengths[0].astype(np.float32), None)
+def _lengths_fwd(ctx, x):
+    L = ctx.in_lengths[0].astype(np.float32)
+    if ctx.device == "cuda":
+        from numba import cuda
+
+        return cuda.to_device(L)
+    return L
+
+
+sequence_lengths_p = Primitive("sequence_lengths", ("x",), _lengths_rule, _lengths_fwd, None,
+                               cuda=_lengths_fwd)
 
 
 def sequence_lengths(x, name=""):

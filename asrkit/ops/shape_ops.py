@@ -10,7 +10,7 @@ import numpy as np
 
 from asrkit.graph.node import bind
 from asrkit.graph.primitive import Primitive, Type
-from asrkit.ops._rules import static_axis
+from asrkit.ops._rules import static_axis, view_cuda
 
 
 def _nd(node):
@@ -40,9 +40,23 @@ def _reshape_fwd(ctx, x, shape):
     return x.reshape(x.shape[:nd] + tuple(ctx.node.shape[nd:]))
 
 
-reshape_p = Primitive("reshape", ("x",), _reshape_rule, _reshape_fwd,
-                      lambda ctx, g, y, x, shape: (g.reshape(x.shape),), needs=(0,), view=True,
-                      keeps_padding_zero=True, cheap=True)
+def _reshape_cuda(ctx, x, shape):
+    from asrkit.kernels.cuda.layout import contiguous
+
+    return _reshape_fwd(ctx, contiguous(x), shape)
+
+
+def _reshape_bwd(ctx, g, y, x, shape):
+    if ctx.device == "cuda":
+        from asrkit.kernels.cuda.layout import contiguous
+
+        g = contiguous(g)
+    return (g.reshape(tuple(x.shape)),)
+
+
+reshape_p = Primitive("reshape", ("x",), _reshape_rule, _reshape_fwd, _reshape_bwd, needs=(0,),
+                      view=True, keeps_padding_zero=True, cheap=True, cuda=_reshape_cuda,
+                      cuda_backward=_reshape_bwd)
 
 
 def reshape(x, shape, name=""):
@@ -64,11 +78,15 @@ def _full_perm(nd, perm):
     return tuple(range(nd)) + tuple(nd + p for p in perm)
 
 
+def _transpose_fwd(ctx, x, perm):
+    return x.transpose(_full_perm(_nd(ctx.node), perm))
+
+
 transpose_p = Primitive(
-    "transpose", ("x",), _transpose_rule,
-    lambda ctx, x, perm: x.transpose(_full_perm(_nd(ctx.node), perm)),
+    "transpose", ("x",), _transpose_rule, _transpose_fwd,
     lambda ctx, g, y, x, perm: (g.transpose(np.argsort(_full_perm(_nd(ctx.node), perm))),),
-    needs=(), view=True, keeps_padding_zero=True, cheap=True)
+    needs=(), view=True, keeps_padding_zero=True, cheap=True,
+    **view_cuda(_transpose_fwd))
 
 
 def transpose(x, perm=None, name=""):
@@ -136,10 +154,14 @@ def _getitem_bwd(ctx, g, y, x, index):
     return (gx,)
 
 
+def _getitem_fwd(ctx, x, index):
+    return x[_np_index(_nd(ctx.node), index)]
+
+
 getitem_p = Primitive(
-    "getitem", ("x",), _getitem_rule,
-    lambda ctx, x, index: x[_np_index(_nd(ctx.node), index)], _getitem_bwd, needs=(0,),
-    view=True, keeps_padding_zero=True, cheap=True)
+    "getitem", ("x",), _getitem_rule, _getitem_fwd, _getitem_bwd, needs=(0,), view=True,
+    keeps_padding_zero=True, cheap=True,
+    **view_cuda(_getitem_fwd))
 
 
 def getitem(x, key, name=""):
@@ -206,8 +228,49 @@ def _splice_bwd(ctx, g, y, *xs, axis, new_axis):
     return tuple(np.split(g, cuts, axis=full))
 
 
+def _join_layouts(ctx, shapes, axis, new_axis):
+    """The output shape and, per input, where it lies in the output (a view layout)."""
+    from asrkit.kernels.cuda.layout import view_layout
+
+    full = _join_axis(ctx, new_axis, axis)
+    first = shapes[0]
+    if new_axis:
+        out_shape = first[:full] + (len(shapes),) + first[full:]
+        keys = [(slice(None),) * full + (i,) for i in range(len(shapes))]
+    else:
+        out_shape = first[:full] + (sum(s[full] for s in shapes),) + first[full + 1:]
+        cuts = np.cumsum([0] + [s[full] for s in shapes])
+        keys = [(slice(None),) * full + (slice(int(a), int(b)),) for a, b in zip(cuts, cuts[1:])]
+    return out_shape, [view_layout(lambda a, k=k: a[k], out_shape) for k in keys]
+
+
+def _splice_cuda(ctx, *xs, axis, new_axis):
+    from asrkit.kernels.cuda.layout import empty, flat, scatter
+
+    if len({x.dtype for x in xs}) != 1:
+        return NotImplemented
+    out_shape, lays = _join_layouts(ctx, [tuple(x.shape) for x in xs], axis, new_axis)
+    out = empty(out_shape, xs[0].dtype)
+    for x, (_, strides, offset) in zip(xs, lays):
+        scatter(x, flat(out), strides, offset, accumulate=False)
+    return out
+
+
+def _splice_cuda_bwd(ctx, g, y, *xs, axis, new_axis):
+    from asrkit.kernels.cuda.layout import gather
+
+    full = _join_axis(ctx, new_axis, axis)
+    gs = tuple(g.shape)
+    if new_axis:
+        shapes = [gs[:full] + gs[full + 1:]] * len(ctx.node.inputs)
+    else:
+        shapes = [gs[:full] + (int(i.shape[full]),) + gs[full + 1:] for i in ctx.node.inputs]
+    _, lays = _join_layouts(ctx, shapes, axis, new_axis)
+    return tuple(gather(g, *lay) for lay in lays)
+
+
 splice_p = Primitive("splice", ("x0", "x1"), _join_rule, _splice_fwd, _splice_bwd, needs=(),
-                     keeps_padding_zero=True)
+                     keeps_padding_zero=True, cuda=_splice_cuda, cuda_backward=_splice_cuda_bwd)
 
 
 def splice(*xs, axis=-1, name=""):

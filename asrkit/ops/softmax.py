@@ -1,4 +1,8 @@
-"""Softmax and log-softmax over a static axis, or over time (masked to each sequence's length)."""
+"""Softmax and log-softmax over a static axis, or over time (masked to each sequence's length).
+
+Over time, the masked softmax kernels of :mod:`asrkit.kernels.sequence` on every device; over a
+static axis, numpy on the CPU (any axis) and the same kernels on CUDA (the last axis).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import numpy as np
 
 from asrkit.graph.node import bind
 from asrkit.graph.primitive import Primitive
-from asrkit.graph.sequence import padding_mask
+from asrkit.kernels import sequence as seq
 from asrkit.ops._rules import require_sequence, same_type, static_axis
 
 
@@ -48,9 +52,39 @@ def _log_softmax_bwd(ctx, g, y, x, axis=-1):
     return (g - np.exp(y) * np.sum(g, axis=a, keepdims=True),)
 
 
-softmax_p = Primitive("softmax", ("x",), _axis_rule, _softmax_fwd, _softmax_bwd, needs=("out",))
+def _rows_cuda(ctx, x, axis, log):
+    """Over the last axis on the device: the masked softmax kernel on ``[rows, 1, C]``."""
+    from asrkit.kernels.cuda.layout import contiguous
+    from asrkit.kernels.cuda.sequence import masked_log_softmax, masked_softmax
+
+    n = ctx.node.inputs[0]
+    rank = len(n.shape) - len(n.dynamic_axes)
+    if axis % rank != rank - 1 or x.dtype.kind != "f":
+        return NotImplemented
+    C = int(tuple(x.shape)[-1])
+    x3 = contiguous(x).reshape((x.size // C if C else 0, 1, C))
+    return (masked_log_softmax if log else masked_softmax)(x3).reshape(tuple(x.shape))
+
+
+def _rows_cuda_bwd(ctx, g, y, x, axis=-1, log=False):
+    from asrkit.kernels.cuda import sequence
+    from asrkit.kernels.cuda.layout import contiguous
+
+    C = int(tuple(g.shape)[-1])
+    shape3 = (g.size // C if C else 0, 1, C)
+    fn = sequence.masked_log_softmax_backward if log else sequence.masked_softmax_backward
+    return (fn(contiguous(g).reshape(shape3), contiguous(y).reshape(shape3))
+            .reshape(tuple(g.shape)),)
+
+
+softmax_p = Primitive("softmax", ("x",), _axis_rule, _softmax_fwd, _softmax_bwd, needs=("out",),
+                      cuda=lambda ctx, x, axis=-1: _rows_cuda(ctx, x, axis, False),
+                      cuda_backward=lambda ctx, g, y, x, axis=-1: _rows_cuda_bwd(ctx, g, y, x))
 log_softmax_p = Primitive("log_softmax", ("x",), _axis_rule, _log_softmax_fwd, _log_softmax_bwd,
-                          needs=("out",))
+                          needs=("out",),
+                          cuda=lambda ctx, x, axis=-1: _rows_cuda(ctx, x, axis, True),
+                          cuda_backward=lambda ctx, g, y, x, axis=-1: _rows_cuda_bwd(
+                              ctx, g, y, x, log=True))
 
 
 def softmax(x, axis=-1, name=""):
@@ -73,36 +107,27 @@ def _seq_rule(prim, x):
     return same_type(prim, x)
 
 
-def _pad(ctx, x):
-    pad = padding_mask(ctx.in_lengths[0], x.shape[0])
-    return pad.reshape(pad.shape + (1,) * (x.ndim - 2))
+def _seq_fwd(log):
+    def fwd(ctx, x):
+        if ctx.device == "cuda" and x.dtype.kind != "f":
+            return NotImplemented
+        fn = seq.masked_log_softmax if log else seq.masked_softmax
+        return fn(_float(x), ctx.in_lengths[0], axis=0, device=ctx.device)
+    return fwd
 
 
-def _seq_log_softmax(ctx, x):
-    x = _float(x)
-    pad = _pad(ctx, x)
-    z = np.where(pad, -np.inf, x)
-    m = np.max(z, axis=0, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)  # empty sequences: all padding
-    with np.errstate(divide="ignore"):
-        out = z - m - np.log(np.sum(np.exp(z - m), axis=0, keepdims=True))
-    return np.where(pad, 0, out)
+def _seq_bwd(log):
+    def bwd(ctx, g, y, x):
+        fn = seq.masked_log_softmax_backward if log else seq.masked_softmax_backward
+        return (fn(g, y, ctx.in_lengths[0], axis=0, device=ctx.device),)
+    return bwd
 
 
-def _seq_softmax_fwd(ctx, x):
-    return np.where(_pad(ctx, x), 0, np.exp(_seq_log_softmax(ctx, x)))
+def _seq_primitive(name, log):
+    fwd, bwd = _seq_fwd(log), _seq_bwd(log)
+    return Primitive(name, ("x",), _seq_rule, fwd, bwd, needs=("out",),
+                     keeps_padding_zero=not log, cuda=fwd, cuda_backward=bwd)
 
 
-def _seq_softmax_bwd(ctx, g, y, x):
-    return (y * (g - np.sum(g * y, axis=0, keepdims=True)),)
-
-
-def _seq_log_softmax_bwd(ctx, g, y, x):
-    p = np.where(_pad(ctx, g), 0, np.exp(y))
-    return (g - p * np.sum(g, axis=0, keepdims=True),)
-
-
-sequence_softmax_p = Primitive("sequence_softmax", ("x",), _seq_rule, _seq_softmax_fwd,
-                               _seq_softmax_bwd, needs=("out",), keeps_padding_zero=True)
-sequence_log_softmax_p = Primitive("sequence_log_softmax", ("x",), _seq_rule,
-                                   _seq_log_softmax, _seq_log_softmax_bwd, needs=("out",))
+sequence_softmax_p = _seq_primitive("sequence_softmax", False)
+sequence_log_softmax_p = _seq_primitive("sequence_log_softmax", True)

@@ -1,14 +1,17 @@
-"""Reading a user's text file whole, with errors that name the file and line.
+"""Reading a user's text files, whole or line by line, with errors that name the file and line.
 
 ``read_text`` returns the file decoded as UTF-8; bytes that are not UTF-8 raise
 ``TextFileError`` (a ValueError) naming ``path:line``, where the line counts ``\\n`` as most
-tools do. I/O problems (missing file, a folder, no permission) stay ``OSError``;
+tools do. ``read_lines`` (a path) and ``decode_lines`` (any source of byte lines, such as
+``sys.stdin.buffer``) give the same lines one at a time, for files too big to hold, with the
+same errors. I/O problems (missing file, a folder, no permission) stay ``OSError``;
 ``os_error_message`` words one for a user.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 
 
 class TextFileError(ValueError):
@@ -25,6 +28,25 @@ def read_text(path: str | os.PathLike) -> str:
         line = data.count(b"\n", 0, e.start) + 1
         raise TextFileError(f"{os.fspath(path)}:{line}: not UTF-8 text ({e.reason} at byte "
                             f"{e.start})") from None
+
+
+def decode_lines(raw: Iterable[bytes], name: str) -> Iterator[str]:
+    """The lines of ``raw`` (byte strings, each ending in ``\\n`` but perhaps the last)
+    decoded as UTF-8, newline kept; a line that is not UTF-8 raises ``TextFileError`` naming
+    ``name:line`` when it is reached."""
+    for lineno, line in enumerate(raw, start=1):
+        try:
+            yield line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TextFileError(f"{name}:{lineno}: not UTF-8 text ({e.reason} at byte "
+                                f"{e.start} of the line)") from None
+
+
+def read_lines(path: str | os.PathLike) -> Iterator[str]:
+    """The lines of ``path`` as UTF-8 text, one at a time (``decode_lines``); the file is
+    opened on the first ``next`` and closed when the lines end or the iterator is dropped."""
+    with open(path, "rb") as f:
+        yield from decode_lines(f, os.fspath(path))
 
 
 def os_error_message(path: str | os.PathLike, e: OSError) -> str:

@@ -150,32 +150,81 @@ def gemm_function(dtype, blas: bool | None = None):
 def matmul_rows(gemm, mode, width, a, w, out, r0, n):
     """``out[r0:r0+n] = a[r0:r0+n] @ w`` through ``gemm``; ``a [B, K]``, ``w [K, N]``,
     ``out [B, N]`` C-contiguous of one dtype. ``mode``/``width`` from :func:`gemm_plan`."""
+    matmul_rows_into(gemm, mode, width, a, w, out, r0, n, 0)
+
+
+@njit(cache=True, nogil=True)
+def matmul_rows_into(gemm, mode, width, a, w, out, r0, n, col0):
+    """``out[r0:r0+n, col0:col0+N] = a[r0:r0+n] @ w``: as :func:`matmul_rows` into a column
+    band of a wider C-contiguous ``out [B, >= col0+N]`` (e.g. one thread's hidden units)."""
     if n <= 0:
         return
     K = a.shape[1]
     N = w.shape[1]
+    ldc = out.shape[1]
     sz = a.itemsize
     pa = a.ctypes.data + r0 * K * sz
-    pc = out.ctypes.data + r0 * N * sz
+    pc = out.ctypes.data + (r0 * ldc + col0) * sz
     pw = w.ctypes.data
     if mode == COLUMN_BLOCKS:
         for j in range(0, N, width):
             nb = min(width, N - j)
             gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, nb, K, 1.0, pa, K, pw + j * sz, N, 0.0,
-                 pc + j * sz, N)
+                 pc + j * sz, ldc)
     elif mode == K_BLOCKS:
         for k in range(0, K, width):
             kb = min(width, K - k)
             gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, N, kb, 1.0, pa + k * sz, K,
-                 pw + k * N * sz, N, 0.0 if k == 0 else 1.0, pc, N)
+                 pw + k * N * sz, N, 0.0 if k == 0 else 1.0, pc, ldc)
     else:
-        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, N, K, 1.0, pa, K, pw, N, 0.0, pc, N)
+        gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, n, N, K, 1.0, pa, K, pw, N, 0.0, pc, ldc)
+
+
+@njit(cache=True, nogil=True)
+def gemm_at(gemm, trans_a, trans_b, m, n, k, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc):
+    """Row-major ``C = op(A) @ op(B) + beta * C`` on sub-matrices of flat arrays: ``A`` starts
+    at element ``a_off`` of ``a`` with leading dimension ``lda`` (likewise ``b``, ``c``);
+    ``trans_*`` are :data:`NO_TRANS` or :data:`TRANS`. One dtype throughout; no checks."""
+    if m <= 0 or n <= 0:
+        return
+    sz = c.itemsize
+    if k <= 0:
+        if beta == 0:
+            for i in range(m):
+                for j in range(n):
+                    c[c_off + i * ldc + j] = 0
+        return
+    gemm(ROW_MAJOR, trans_a, trans_b, m, n, k, 1.0, a.ctypes.data + a_off * sz, lda,
+         b.ctypes.data + b_off * sz, ldb, beta, c.ctypes.data + c_off * sz, ldc)
 
 
 @njit(cache=True, nogil=True)
 def _repeat(gemm, mode, width, a, w, out, reps):
     for _ in range(reps):
         matmul_rows(gemm, mode, width, a, w, out, 0, a.shape[0])
+
+
+_SET_LOCAL: list = []  # [ctypes function or None], found once
+
+
+def blas_threads_local():
+    """OpenBLAS's ``openblas_set_num_threads_local(n) -> previous`` (0.3.27+) of the library
+    numpy uses, as a ctypes function: it sets the GEMM threads of the calling thread only, so
+    threads of our own can each call BLAS single-threaded while numpy elsewhere keeps its
+    threads. None where it is not found (another BLAS, an older OpenBLAS)."""
+    with _LOCK:
+        if not _SET_LOCAL:
+            fn = None
+            for path in _openblas_paths():
+                try:
+                    fn = ctypes.CDLL(path).openblas_set_num_threads_local
+                except (OSError, AttributeError):
+                    continue
+                fn.argtypes = [ctypes.c_int]
+                fn.restype = ctypes.c_int
+                break
+            _SET_LOCAL.append(fn)
+        return _SET_LOCAL[0]
 
 
 def candidates(rows: int, K: int, N: int) -> list[tuple[int, int]]:

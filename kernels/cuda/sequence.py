@@ -1,10 +1,10 @@
 """Sequence kernels on CUDA (numba.cuda); same signatures and results as the reference twin.
 
-One thread per output element (or per row / column for the softmaxes and the sums). The
-backward passes of splicing, stacking and subsampling are gathers, one thread per input element
-summing the output blocks that read it, so no atomics are needed. Argument checks and
-output-length rules are shared with :mod:`asrkit.kernels.reference.sequence`; lengths come back
-as host ``int32`` arrays.
+One thread per output element (or per row / column for the softmaxes, the sums and the maxima).
+The backward of splicing is a gather, one thread per input element summing the output blocks
+that read it, so no atomics are needed. Argument checks are shared with
+:mod:`asrkit.kernels.reference.sequence`. Lengths may be host arrays or device arrays (a scan
+copies them once, not per frame).
 """
 
 from __future__ import annotations
@@ -14,13 +14,7 @@ import math
 import numpy as np
 
 from asrkit.kernels._device import DeviceUnavailableError
-from asrkit.kernels.reference.sequence import (
-    check_axis,
-    check_sequences,
-    check_splice,
-    stacked_lengths,
-    subsampled_lengths,
-)
+from asrkit.kernels.reference.sequence import check_axis, check_splice
 
 try:
     from numba import cuda
@@ -28,6 +22,7 @@ except ImportError as e:  # pragma: no cover - depends on the install
     raise DeviceUnavailableError(
         "device='cuda' needs numba-cuda: pip install 'asrkit[cuda]'") from e
 
+from asrkit.kernels.cuda.layout import broadcast_to, contiguous, zeros  # noqa: E402
 from asrkit.kernels.cuda.lstm import THREADS, grid_size, host_lengths, to_device  # noqa: E402
 
 
@@ -335,169 +330,246 @@ def splice_frames_backward(dy, lengths=None, left=0, right=0):
     return dx
 
 
-@cuda.jit
-def _stack(x, lengths, new_lengths, stack, stride, y):
-    k = cuda.grid(1)
-    T2, B, SD = y.shape
-    D = x.shape[2]
-    if k >= T2 * B * SD:
-        return
-    j, b, e = k // (B * SD), (k // SD) % B, k % SD
-    if j >= new_lengths[b]:
-        y[j, b, e] = 0
-        return
-    y[j, b, e] = x[min(j * stride + e // D, lengths[b] - 1), b, e % D]
+# ---- padding, delays, single frames, maxima ---------------------------------------------------
+
+def _dev_lengths(lengths):
+    if hasattr(lengths, "copy_to_host"):
+        return lengths
+    return cuda.to_device(np.ascontiguousarray(lengths, np.int32))
+
+
+def _flat3(x):
+    """``[T, B, ...]`` -> flat contiguous array and ``(T, B, F)``."""
+    T, B = int(x.shape[0]), int(x.shape[1])
+    F = x.size // (T * B) if T * B else 1
+    x = _contiguous(x)
+    return x.reshape(x.size), T, B, F
+
+
+def _contiguous(a):
+    return contiguous(to_device(a))
 
 
 @cuda.jit
-def _stack_backward(dy, lengths, new_lengths, stack, stride, dx):
-    """dx[t] = sum of dy[j, i] over windows j and offsets i with min(j*stride+i, L-1) == t."""
-    k = cuda.grid(1)
-    T, B, D = dx.shape
-    if k >= T * B * D:
-        return
-    t, b, d = k // (B * D), (k // D) % B, k % D
-    L, n = lengths[b], new_lengths[b]
-    s = 0.0
-    if t < L:
-        for i in range(stack):
-            if t < L - 1:
-                if t >= i and (t - i) % stride == 0 and (t - i) // stride < n:
-                    s += dy[(t - i) // stride, b, i * D + d]
-            else:  # the last frame also stands in for every frame past the end
-                j0 = max(0, (t - i + stride - 1) // stride) if t >= i else 0
-                for j in range(j0, n):
-                    s += dy[j, b, i * D + d]
-    dx[t, b, d] = s
+def _fill_padding(x, lengths, B, F, value, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] if i // (B * F) < lengths[(i // F) % B] else value
 
 
-def stack_frames(x, lengths=None, stack=2, stride=None, mode="ceil"):
-    """Stack ``stack`` frames every ``stride`` frames (see the reference twin for the rules).
-
-    Returns ``(y [T', B, stack*D], lengths int32[B])``.
-    """
-    stride = stack if stride is None else stride
-    x = _in(x)
-    T, B, D = x.shape
-    host, ld = _lengths(lengths, T, B)
-    T2, new = stacked_lengths(host, T, stack, stride, mode)
-    y = cuda.device_array((T2, B, stack * D), x.dtype)
-    _launch(_stack, y.size, x, ld, cuda.to_device(new), stack, stride, y)
-    return y, new
-
-
-def stack_frames_backward(dy, lengths, T, stack=2, stride=None, mode="ceil"):
-    """Gradient of :func:`stack_frames`: ``dy [T', B, stack*D] -> dx [T, B, D]``."""
-    stride = stack if stride is None else stride
-    dy = _in(dy)
-    _, B, SD = dy.shape
-    host, ld = _lengths(lengths, T, B)
-    _, new = stacked_lengths(host, T, stack, stride, mode)
-    dx = cuda.device_array((T, B, SD // stack), dy.dtype)
-    _launch(_stack_backward, dx.size, dy, ld, cuda.to_device(new), stack, stride, dx)
-    return dx
+def fill_padding(x, lengths, value=0.0, out=None):
+    """``x [T, B, ...]`` with ``value`` on the padding frames; into ``out`` (may be ``x``)."""
+    xf, T, B, F = _flat3(x)
+    out = cuda.device_array(x.shape, x.dtype) if out is None else out
+    _launch(_fill_padding, xf.size, xf, _dev_lengths(lengths), B, F, value, out.reshape(xf.size))
+    return out
 
 
 @cuda.jit
-def _subsample(x, new_lengths, factor, offset, y):
-    k = cuda.grid(1)
-    T2, B, D = y.shape
-    if k >= T2 * B * D:
-        return
-    j, b, d = k // (B * D), (k // D) % B, k % D
-    y[j, b, d] = x[offset + j * factor, b, d] if j < new_lengths[b] else 0
+def _delay(x, init, L, out, B, F, k, future):
+    i = cuda.grid(1)
+    if i < out.size:
+        t = i // (B * F)
+        b = (i // F) % B
+        if future:
+            src = t + k
+            ok = src < L[b]
+        else:
+            src = t - k
+            ok = src >= 0
+        out[i] = x[i + (src - t) * B * F] if ok else init[i % (B * F)]
 
 
 @cuda.jit
-def _subsample_backward(dy, new_lengths, factor, offset, dx):
-    k = cuda.grid(1)
-    T, B, D = dx.shape
-    if k >= T * B * D:
-        return
-    t, b, d = k // (B * D), (k // D) % B, k % D
-    j = (t - offset) // factor
-    hit = t >= offset and (t - offset) % factor == 0 and j < new_lengths[b]
-    dx[t, b, d] = dy[j, b, d] if hit else 0
-
-
-def subsample_frames(x, lengths=None, factor=2, offset=0):
-    """Keep frames ``offset, offset+factor, ...``; returns ``(y [T', B, D], lengths int32[B])``."""
-    x = _in(x)
-    T, B, D = x.shape
-    host, _ = _lengths(lengths, T, B)
-    T2, new = subsampled_lengths(host, T, factor, offset)
-    y = cuda.device_array((T2, B, D), x.dtype)
-    _launch(_subsample, y.size, x, cuda.to_device(new), factor, offset, y)
-    return y, new
-
-
-def subsample_frames_backward(dy, lengths, T, factor=2, offset=0):
-    """Gradient of :func:`subsample_frames`: ``dy [T', B, D] -> dx [T, B, D]``."""
-    dy = _in(dy)
-    _, B, D = dy.shape
-    host, _ = _lengths(lengths, T, B)
-    _, new = subsampled_lengths(host, T, factor, offset)
-    dx = cuda.device_array((T, B, D), dy.dtype)
-    _launch(_subsample_backward, dx.size, dy, cuda.to_device(new), factor, offset, dx)
-    return dx
-
-
-# ---- padding -----------------------------------------------------------------------------------
-
-@cuda.jit
-def _fill(out, value):
-    k = cuda.grid(1)
-    T, B, F = out.shape
-    if k < T * B * F:
-        out[k // (B * F), (k // F) % B, k % F] = value
+def _delay_bwd(g, L, gx, T, B, F, k, future):
+    i = cuda.grid(1)
+    if i < gx.size:
+        t = i // (B * F)
+        b = (i // F) % B
+        # gx[t] = g[t'] for the t' that read frame t: t' = t + k (past) or t - k (future)
+        if future:
+            ok = t >= k and t < L[b]
+            dst = t - k
+        else:
+            ok = t + k < T
+            dst = t + k
+        gx[i] = g[i + (dst - t) * B * F] if ok else 0.0
 
 
 @cuda.jit
-def _put_sequence(src, out, b):
-    k = cuda.grid(1)
-    L, F = src.shape
-    if k < L * F:
-        out[k // F, b, k % F] = src[k // F, k % F]
+def _delay_init_bwd(g, L, ginit, T, B, F, k, future):
+    j = cuda.grid(1)
+    if j < B * F:
+        b = j // F
+        acc = 0.0
+        for t in range(T):
+            if (t + k >= L[b]) if future else (t < k):
+                acc += g[t * B * F + j]
+        ginit[j] = acc
+
+
+def delay(x, init, lengths, k, future):
+    """``past_value`` / ``future_value`` of ``x [T, B, ...]``; ``init`` broadcasts to a frame
+    ``[B, ...]``."""
+    xf, T, B, F = _flat3(x)
+    frame = broadcast_to(to_device(init), tuple(x.shape[1:]), x.dtype)
+    out = cuda.device_array(x.shape, x.dtype)
+    _launch(_delay, xf.size, xf, frame.reshape(B * F), _dev_lengths(lengths),
+            out.reshape(xf.size), B, F, int(k), bool(future))
+    return out
+
+
+def delay_backward(g, lengths, k, future):
+    """Gradients ``(gx [T, B, ...], ginit [B, ...])`` of :func:`delay`."""
+    gf, T, B, F = _flat3(g)
+    L = _dev_lengths(lengths)
+    gx = cuda.device_array(g.shape, g.dtype)
+    ginit = cuda.device_array((B * F,), g.dtype)
+    _launch(_delay_bwd, gf.size, gf, L, gx.reshape(gf.size), T, B, F, int(k), bool(future))
+    _launch(_delay_init_bwd, B * F, gf, L, ginit, T, B, F, int(k), bool(future))
+    if not gf.size and ginit.size:
+        ginit = zeros(ginit.shape, g.dtype)
+    return gx, ginit.reshape(tuple(g.shape[1:]))
 
 
 @cuda.jit
-def _take_sequence(x, b, dst):
-    k = cuda.grid(1)
-    L, F = dst.shape
-    if k < L * F:
-        dst[k // F, k % F] = x[k // F, b, k % F]
+def _take(x, idx, out, B, F):
+    i = cuda.grid(1)
+    if i < out.size:
+        b = i // F
+        t = idx[b]
+        out[i] = x[(t * B + b) * F + i % F] if t >= 0 else 0.0
 
 
-def pad_sequences(seqs, pad_value=0.0, max_len=None):
-    """List of ``[T_b, ...]`` arrays -> ``(x [T, B, ...], lengths int32[B])`` on the device."""
-    seqs = [to_device(s) for s in seqs]
-    lengths, feat = check_sequences(seqs)
-    T = int(lengths.max()) if max_len is None else int(max_len)
-    if lengths.max() > T:
-        raise ValueError(f"pad_sequences: a sequence of {lengths.max()} frames > max_len={T}")
-    dt = np.result_type(*(np.dtype(s.dtype) for s in seqs))
-    F = int(np.prod(feat, dtype=np.int64))
-    B = len(seqs)
-    out = cuda.device_array((T, B, F), dt)
-    _launch(_fill, out.size, out, dt.type(pad_value))
-    for b, s in enumerate(seqs):
-        if np.dtype(s.dtype) != dt:
-            s = cuda.to_device(s.copy_to_host().astype(dt))
-        _launch(_put_sequence, s.size, s.reshape(int(lengths[b]), F), out, b)
-    return out.reshape(T, B, *feat), lengths
+@cuda.jit
+def _put(g, idx, gx, B, F):
+    i = cuda.grid(1)
+    if i < gx.size:
+        t = i // (B * F)
+        b = (i // F) % B
+        gx[i] = g[b * F + i % F] if idx[b] == t else 0.0
 
 
-def unpad_sequences(x, lengths):
-    """``x [T, B, ...]`` + ``lengths`` -> list of B device arrays ``[lengths[b], ...]``."""
-    x = to_device(x)
-    shape = tuple(x.shape)
-    T, B, feat = shape[0], shape[1], shape[2:]
-    host = host_lengths(lengths, T, B)
-    F = int(np.prod(feat, dtype=np.int64))
-    x3 = x.reshape(T, B, F)
-    out = []
-    for b, L in enumerate(host):
-        dst = cuda.device_array((int(L), F), x.dtype)
-        _launch(_take_sequence, dst.size, x3, b, dst)
-        out.append(dst.reshape(int(L), *feat))
+def take_frame(x, index):
+    """``y[b] = x[index[b], b]`` (0 where ``index[b] < 0``): ``x [T, B, ...] -> [B, ...]``."""
+    xf, T, B, F = _flat3(x)
+    out = cuda.device_array(tuple(x.shape[1:]), x.dtype)
+    if T == 0:
+        return zeros(out.shape, x.dtype)
+    _launch(_take, out.size, xf, _dev_lengths(index), out.reshape(out.size), B, F)
+    return out
+
+
+def put_frame(g, index, T):
+    """Adjoint of :func:`take_frame`: ``g [B, ...] -> [T, B, ...]``."""
+    B = int(g.shape[0])
+    F = g.size // B if B else 1
+    gx = cuda.device_array((T,) + tuple(g.shape), g.dtype)
+    _launch(_put, gx.size, _contiguous(g).reshape(g.size), _dev_lengths(index),
+            gx.reshape(gx.size), B, F)
+    return gx
+
+
+@cuda.jit
+def _masked_max(x, L, out, B, F):
+    j = cuda.grid(1)
+    if j < B * F:
+        n = L[j // F]
+        m = -math.inf
+        for t in range(n):
+            m = max(m, float(x[t * B * F + j]))
+        out[j] = m if n > 0 and not math.isinf(m) else 0.0
+
+
+@cuda.jit
+def _masked_max_bwd(g, x, y, L, gx, T, B, F):
+    j = cuda.grid(1)
+    if j < B * F:
+        n = L[j // F]
+        hits = 0
+        for t in range(n):
+            if x[t * B * F + j] == y[j]:
+                hits += 1
+        share = g[j] / max(hits, 1)
+        for t in range(T):
+            gx[t * B * F + j] = share if t < n and x[t * B * F + j] == y[j] else 0.0
+
+
+def masked_max(x, lengths):
+    """Max over each sequence's valid frames: ``[T, B, ...] -> [B, ...]`` (0 when empty)."""
+    xf, T, B, F = _flat3(x)
+    out = cuda.device_array(tuple(x.shape[1:]), x.dtype)
+    _launch(_masked_max, B * F, xf, _dev_lengths(lengths), out.reshape(out.size), B, F)
+    return out
+
+
+def masked_max_backward(g, x, y, lengths):
+    """Gradient of :func:`masked_max`: ``g`` split evenly among each sequence's maxima."""
+    xf, T, B, F = _flat3(x)
+    gx = cuda.device_array(x.shape, g.dtype)
+    _launch(_masked_max_bwd, B * F, _contiguous(g).reshape(g.size), xf,
+            _contiguous(y).reshape(y.size), _dev_lengths(lengths), gx.reshape(gx.size), T, B, F)
+    return gx
+
+
+# ---- one step of a scan (recurrence) over [B, ...] states --------------------------------------
+
+@cuda.jit
+def _select_frame(h_new, h_prev, lengths, t, F, h_out, y):
+    i = cuda.grid(1)
+    if i < h_out.size:
+        if t < lengths[i // F]:
+            v = h_new[i]
+            h_out[i] = v
+            y[i] = v
+        else:
+            h_out[i] = h_prev[i]
+            y[i] = 0
+
+
+@cuda.jit
+def _seed_grad(g, gh, lengths, t, F, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = g[i] + gh[i] if t < lengths[i // F] else 0
+
+
+@cuda.jit
+def _carry_grad(gh_new, gh, lengths, t, F, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = gh_new[i] if t < lengths[i // F] else gh[i]
+
+
+def _rows(a):
+    B = int(a.shape[0])
+    return a.size // B if B else 1
+
+
+def select_frame(h_new, h_prev, lengths, t, h_out=None, y_out=None):
+    """``(h, y)``: ``h_new`` where frame ``t`` is valid for the row's sequence, else the old
+    state and 0; into ``h_out``, ``y_out`` when given."""
+    h_out = cuda.device_array(h_prev.shape, h_prev.dtype) if h_out is None else h_out
+    y_out = cuda.device_array(h_prev.shape, h_prev.dtype) if y_out is None else y_out
+    n = h_prev.size
+    _launch(_select_frame, n, _contiguous(h_new).reshape(n), _contiguous(h_prev).reshape(n),
+            _dev_lengths(lengths), int(t), _rows(h_prev), h_out.reshape(n), y_out.reshape(n))
+    return h_out, y_out
+
+
+def seed_grad(g, gh, lengths, t):
+    """``g + gh`` on the rows whose frame ``t`` is valid, 0 on the others."""
+    out = cuda.device_array(gh.shape, gh.dtype)
+    n = gh.size
+    _launch(_seed_grad, n, _contiguous(g).reshape(n), _contiguous(gh).reshape(n),
+            _dev_lengths(lengths), int(t), _rows(gh), out.reshape(n))
+    return out
+
+
+def carry_grad(gh_new, gh, lengths, t):
+    """``gh_new`` on the rows whose frame ``t`` is valid; an ended sequence keeps ``gh``."""
+    out = cuda.device_array(gh.shape, gh.dtype)
+    n = gh.size
+    _launch(_carry_grad, n, _contiguous(gh_new).reshape(n), _contiguous(gh).reshape(n),
+            _dev_lengths(lengths), int(t), _rows(gh), out.reshape(n))
     return out

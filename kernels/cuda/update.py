@@ -44,7 +44,7 @@ def _grid(n: int) -> int:
 
 def _flat(a, written: bool = True):
     """A 1-D view of a C-contiguous device array. A strided gradient (read only) is copied
-    through the host, as ``asrkit.ops.cuda_layout.contiguous`` does; the graph's own results are
+    through the host, as ``asrkit.kernels.cuda.layout.contiguous`` does; the graph's own results are
     contiguous, so this only meets foreign views. Arrays written in place must be contiguous."""
     if not a.is_c_contiguous():
         if written:

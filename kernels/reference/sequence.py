@@ -33,27 +33,6 @@ def check_splice(left: int, right: int):
         raise ValueError(f"splice_frames: contexts must be >= 0, got left={left} right={right}")
 
 
-def stacked_lengths(lengths: np.ndarray, T: int, stack: int, stride: int, mode: str):
-    """Output frame count and lengths of :func:`stack_frames` (see there): ``(T', int32[B])``."""
-    if stack < 1 or stride < 1:
-        raise ValueError(f"stack_frames: stack and stride must be >= 1, got {stack}, {stride}")
-    if mode == "ceil":
-        return -(-T // stride), (-(-np.asarray(lengths) // stride)).astype(np.int32)
-    if mode == "floor":
-        full = lambda n: np.maximum(0, (np.asarray(n) - stack) // stride + 1)  # noqa: E731
-        return int(full(T)), full(lengths).astype(np.int32)
-    raise ValueError(f"stack_frames: mode must be 'ceil' or 'floor', got {mode!r}")
-
-
-def subsampled_lengths(lengths: np.ndarray, T: int, factor: int, offset: int):
-    """Output frame count and lengths of :func:`subsample_frames`: ``(T', int32[B])``."""
-    if factor < 1 or not 0 <= offset < factor:
-        raise ValueError(f"subsample_frames: need factor >= 1 and 0 <= offset < factor, "
-                         f"got factor={factor} offset={offset}")
-    count = lambda n: np.maximum(0, -(-(np.asarray(n) - offset) // factor))  # noqa: E731
-    return int(count(T)), count(lengths).astype(np.int32)
-
-
 def _lengths(x, lengths):
     return check_lengths(lengths, x.shape[0], x.shape[1])
 
@@ -167,102 +146,98 @@ def splice_frames_backward(dy, lengths=None, left=0, right=0):
     return dx
 
 
-def _stack_index(n_out, L, stack, stride):
-    return np.minimum(np.arange(n_out)[:, None] * stride + np.arange(stack)[None, :], L - 1)
+def fill_padding(x, lengths, value=0.0):
+    """``x [T, B, ...]`` with ``value`` on the padding frames (a new array)."""
+    m = valid_mask(lengths, x.shape[0]).reshape(x.shape[:2] + (1,) * (x.ndim - 2))
+    return np.where(m, x, value).astype(x.dtype)
 
 
-def stack_frames(x, lengths=None, stack=2, stride=None, mode="ceil"):
-    """Stack ``stack`` consecutive frames, keeping every ``stride``-th (default: ``stack``).
-
-    ``[T, B, D] -> [T', B, stack*D]`` with output frame j = ``x[j*stride], ...,
-    x[j*stride+stack-1]`` concatenated. ``mode="ceil"``: ``ceil(len/stride)`` output frames, and
-    a window running past the end repeats the last frame; ``mode="floor"``: only windows wholly
-    inside the sequence, ``max(0, (len-stack)//stride + 1)`` frames. Returns ``(y, int32[B])``.
-    """
-    stride = stack if stride is None else stride
-    lengths = _lengths(x, lengths)
-    T, B, D = x.shape
-    T2, new = stacked_lengths(lengths, T, stack, stride, mode)
-    y = np.zeros((T2, B, stack * D), x.dtype)
-    for b, n in enumerate(new):
-        if n:
-            y[:n, b] = x[_stack_index(n, lengths[b], stack, stride), b].reshape(n, stack * D)
-    return y, new
-
-
-def stack_frames_backward(dy, lengths, T, stack=2, stride=None, mode="ceil"):
-    """Gradient of :func:`stack_frames`: ``dy [T', B, stack*D] -> dx [T, B, D]``.
-
-    ``lengths`` and ``T`` are those of the forward's input.
-    """
-    stride = stack if stride is None else stride
-    _, B, SD = dy.shape
-    D = SD // stack
-    lengths = check_lengths(lengths, T, B)
-    _, new = stacked_lengths(lengths, T, stack, stride, mode)
-    dx = np.zeros((T, B, D), dy.dtype)
-    for b, n in enumerate(new):
-        if n:
-            idx = _stack_index(n, lengths[b], stack, stride)
-            np.add.at(dx[:, b], idx.ravel(), dy[:n, b].reshape(n * stack, D))
-    return dx
+def delay(x, init, lengths, k, future):
+    """``past_value``: ``y[t] = x[t - k]`` (``init`` for ``t < k``); ``future_value``:
+    ``y[t] = x[t + k]`` while ``t + k < lengths[b]``, else ``init``. ``x [T, B, ...]``, ``init``
+    broadcasts to a frame ``[B, ...]``."""
+    T = x.shape[0]
+    frame = np.broadcast_to(init, x.shape[1:]).astype(x.dtype, copy=False)
+    y = np.empty_like(x)
+    if not future:
+        k = min(k, T)
+        y[:k] = frame
+        y[k:] = x[:T - k]
+        return y
+    y[:] = frame
+    if k < T:
+        src = _future_valid(lengths, T, k, x.ndim)[:T - k]
+        y[:T - k] = np.where(src, x[k:], frame)
+    return y
 
 
-def subsample_frames(x, lengths=None, factor=2, offset=0):
-    """Keep frames ``offset, offset+factor, ...``: ``[T, B, D] -> [T', B, D]``.
-
-    New lengths are ``ceil((len - offset) / factor)`` (the kept frames that exist). Returns
-    ``(y, int32[B])``.
-    """
-    lengths = _lengths(x, lengths)
-    T2, new = subsampled_lengths(lengths, x.shape[0], factor, offset)
-    y = np.zeros((T2,) + x.shape[1:], x.dtype)
-    for b, n in enumerate(new):
-        y[:n, b] = x[offset:offset + n * factor:factor, b]
-    return y, new
+def _future_valid(lengths, T, k, ndim):
+    v = (np.arange(T)[:, None] + k) < np.asarray(lengths)[None, :]
+    return v.reshape(v.shape + (1,) * (ndim - 2))
 
 
-def subsample_frames_backward(dy, lengths, T, factor=2, offset=0):
-    """Gradient of :func:`subsample_frames`: ``dy [T', B, D] -> dx [T, B, D]``."""
-    B = dy.shape[1]
-    lengths = check_lengths(lengths, T, B)
-    _, new = subsampled_lengths(lengths, T, factor, offset)
-    dx = np.zeros((T,) + dy.shape[1:], dy.dtype)
-    for b, n in enumerate(new):
-        dx[offset:offset + n * factor:factor, b] = dy[:n, b]
-    return dx
+def delay_backward(g, lengths, k, future):
+    """Gradients ``(gx [T, B, ...], ginit [B, ...])`` of :func:`delay` (ginit at a frame's full
+    shape; the engine sums it to init's)."""
+    T = g.shape[0]
+    gx = np.zeros_like(g)
+    if not future:
+        k = min(k, T)
+        gx[:T - k] = g[k:]
+        return gx, g[:k].sum(axis=0)
+    src = _future_valid(lengths, T, k, g.ndim)
+    if k < T:
+        gx[k:] = np.where(src, g, 0)[:T - k]
+    return gx, np.where(src, 0, g).sum(axis=0)
 
 
-def check_sequences(seqs):
-    """Validate a list of ``[T_b, ...]`` arrays; return ``(lengths int32[B], feature shape)``."""
-    if len(seqs) == 0:
-        raise ValueError("pad_sequences: empty list of sequences")
-    feat = tuple(seqs[0].shape[1:])
-    for b, s in enumerate(seqs):
-        if len(s.shape) < 1 or tuple(s.shape[1:]) != feat:
-            raise ValueError(f"pad_sequences: sequence {b} has shape {tuple(s.shape)}, "
-                             f"expected [T, {', '.join(map(str, feat))}]")
-    return np.array([s.shape[0] for s in seqs], np.int32), feat
+def take_frame(x, index):
+    """``y[b] = x[index[b], b]`` (0 where ``index[b] < 0``): ``x [T, B, ...] -> [B, ...]``."""
+    index = np.asarray(index)
+    y = x[np.maximum(index, 0), np.arange(x.shape[1])] if len(x) else np.zeros(x.shape[1:],
+                                                                                x.dtype)
+    y[index < 0] = 0
+    return y
 
 
-def pad_sequences(seqs, pad_value=0.0, max_len=None):
-    """List of ``[T_b, ...]`` arrays -> ``(x [T, B, ...], lengths int32[B])``.
-
-    ``T`` is the longest length (or ``max_len``); padding is ``pad_value``. The gradient of
-    padding is :func:`unpad_sequences` and the other way round.
-    """
-    lengths, feat = check_sequences(seqs)
-    T = int(lengths.max()) if max_len is None else int(max_len)
-    if lengths.max() > T:
-        raise ValueError(f"pad_sequences: a sequence of {lengths.max()} frames > max_len={T}")
-    dt = np.result_type(*seqs)
-    x = np.full((T, len(seqs)) + feat, pad_value, dt)
-    for b, s in enumerate(seqs):
-        x[:len(s), b] = s
-    return x, lengths
+def put_frame(g, index, T):
+    """Adjoint of :func:`take_frame`: ``g [B, ...] -> [T, B, ...]``."""
+    index = np.asarray(index)
+    gx = np.zeros((T,) + g.shape, g.dtype)
+    keep = index >= 0
+    gx[index[keep], np.arange(g.shape[0])[keep]] = g[keep]
+    return gx
 
 
-def unpad_sequences(x, lengths):
-    """``x [T, B, ...]`` + ``lengths`` -> list of B arrays ``[lengths[b], ...]`` (copies)."""
-    lengths = _lengths(x, lengths)
-    return [np.array(x[:L, b]) for b, L in enumerate(lengths)]
+def masked_max(x, lengths):
+    """Max over each sequence's valid frames: ``x [T, B, ...] -> [B, ...]`` (0 when empty)."""
+    m = valid_mask(lengths, x.shape[0]).reshape(x.shape[:2] + (1,) * (x.ndim - 2))
+    y = np.where(m, x, -np.inf).max(axis=0, initial=-np.inf)
+    return np.where(np.isfinite(y), y, 0).astype(x.dtype)
+
+
+def masked_max_backward(g, x, y, lengths):
+    """Gradient of :func:`masked_max`: ``g`` split evenly among each sequence's maxima."""
+    m = valid_mask(lengths, x.shape[0]).reshape(x.shape[:2] + (1,) * (x.ndim - 2))
+    hit = (x == y[None]) & m
+    return (g[None] * hit / np.maximum(hit.sum(axis=0, keepdims=True), 1)).astype(g.dtype)
+
+
+def select_frame(h_new, h_prev, lengths, t):
+    """One step of a scan over ``[B, ...]`` states: ``(h, y)`` with ``h = h_new`` and ``y =
+    h_new`` where frame ``t`` is valid (``t < lengths[b]``), else the old state and 0."""
+    a = (t < np.asarray(lengths)).reshape((-1,) + (1,) * (h_new.ndim - 1))
+    return np.where(a, h_new, h_prev), np.where(a, h_new, 0).astype(h_new.dtype)
+
+
+def seed_grad(g, gh, lengths, t):
+    """The root gradient of a scan's step ``t``: ``g + gh`` on valid rows, 0 after the end."""
+    a = (t < np.asarray(lengths)).reshape((-1,) + (1,) * (g.ndim - 1))
+    return np.where(a, g + gh, 0).astype(g.dtype)
+
+
+def carry_grad(gh_new, gh, lengths, t):
+    """The state gradient carried to step ``t - 1``: ``gh_new`` on valid rows; an ended
+    sequence passes ``gh`` through."""
+    a = (t < np.asarray(lengths)).reshape((-1,) + (1,) * (gh.ndim - 1))
+    return np.where(a, gh_new, gh)

@@ -156,3 +156,23 @@ def test_word_loop_weights_name_file_and_line(tmp_path):
             read_word_weights(path, known=["cat", "dog"])
     path.write_text("cat 1\ndog 3\n")
     assert read_word_weights(path, known=["cat", "dog"]) == {"cat": 1.0, "dog": 3.0}
+
+
+def test_text_tables_and_hotwords_that_are_not_utf8_name_file_and_line(tmp_path):
+    from asrkit.decoders.context_graph import read_hotwords
+    from asrkit.decoders.scoring import read_text_table
+
+    path = tmp_path / "text"
+    path.write_bytes(b"u1 the cat\nu2 a \xfe dog\n")
+    with pytest.raises(ValueError, match=f"{path}:2: not UTF-8"):
+        read_text_table(path)
+    path.write_bytes(b"u1 the cat\nu1 a dog\n")
+    with pytest.raises(ValueError, match=f"{path}:2: duplicate utterance id 'u1'"):
+        read_text_table(path)
+    path.write_bytes(b"u1 the cat\n\nu2  a  dog \n")
+    assert read_text_table(path) == {"u1": "the cat", "u2": "a  dog"}
+    path.write_bytes(b"HELLO WORLD :2.5\n\xff\n")
+    with pytest.raises(ValueError, match=f"{path}:2: not UTF-8"):
+        read_hotwords(path)
+    with pytest.raises(IsADirectoryError):
+        read_text_table(tmp_path)

@@ -1,4 +1,4 @@
-"""The cuda backend's layout and reduction helpers (asrkit.ops.cuda_layout) against numpy."""
+"""The cuda layout and reduction kernels (asrkit.kernels.cuda.layout) against numpy."""
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ def L():
     from asrkit.graph.backends import get_backend
 
     get_backend("cuda")  # a clear DeviceUnavailableError when there is no CUDA at all
-    from asrkit.ops import cuda_layout
+    from asrkit.kernels.cuda import layout as cuda_layout
 
     return cuda_layout
 

@@ -308,8 +308,10 @@ def test_blstm_cpu_writes_both_halves_and_reads_strided_dy(rng):
 @pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize("proj,reverse,full", [(None, False, False), (2, True, False),
                                                (None, True, True)])
-def test_cpu_batch_split_over_threads_matches_reference(rng, threads, proj, reverse, full):
+def test_cpu_batch_split_over_threads_matches_reference(rng, monkeypatch, threads, proj,
+                                                        reverse, full):
     """The batch dealt into per-thread blocks (longest first, round-robin) changes nothing."""
+    monkeypatch.setenv("ASRKIT_LSTM_SPLIT", "batch")  # a projection always splits the batch
     T, B, In, H = 5, 13, 3, 4
     lengths = np.full(B, T) if full else rng.integers(0, T + 1, size=B)
     lengths[3] = T
@@ -327,3 +329,106 @@ def test_cpu_batch_split_over_threads_matches_reference(rng, threads, proj, reve
             assert len(cache.bounds) == threads
     for name, a, b in zip(("y", "h_n", "c_n") + GRAD_NAMES, *res):
         np.testing.assert_allclose(b, a, atol=1e-12, rtol=1e-10, err_msg=name)
+
+
+@pytest.mark.parametrize("threads,H", [(2, 64), (3, 96), (2, 70), (4, 40)])
+@pytest.mark.parametrize("reverse,full", [(False, False), (True, False), (False, True)])
+def test_cpu_unit_split_over_threads_matches_reference(rng, monkeypatch, threads, H, reverse,
+                                                       full):
+    """The hidden units of every step split over threads that meet at a barrier per step
+    (ranges of whole 16-unit vectors, an uneven last one; at least 32 units per thread, so
+    H=40 runs on one thread) change nothing, with sequences of every length down to 0."""
+    from asrkit.kernels.cpu import lstm as cpu_lstm
+    from asrkit.kernels.cpu._sync import Gang
+    from asrkit.kernels.cpu.lstm import MIN_UNITS_PER_THREAD, _unit_ranges
+
+    monkeypatch.setattr(cpu_lstm, "_GANG", Gang(threads, "test-lstm-gang"))  # more threads
+    monkeypatch.setenv("ASRKIT_LSTM_SPLIT", "units")  # also on a loaded machine
+
+    T, B, In = 6, 7, 5
+    lengths = np.full(B, T) if full else rng.integers(0, T + 1, size=B)
+    lengths[2] = T
+    p = make_params(rng, In, H, dtype=np.float64)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, dtype=np.float64)
+    dy = rng.standard_normal((T, B, H))
+    dh, dc = rng.standard_normal((B, H)), rng.standard_normal((B, H))
+    res = []
+    for device, kw in (("reference", {}), ("cpu", {"threads": threads})):
+        y, h_n, c_n, cache = lstm_forward(x, h0, c0, *(p[n] for n in NAMES[:4]), lengths,
+                                          device=device, reverse=reverse, **kw)
+        res.append((y, h_n, c_n, *lstm_backward(dy, dh, dc, cache)))
+        if device == "cpu":
+            assert cache.split == "units"
+    n = max(1, min(threads, H // MIN_UNITS_PER_THREAD))
+    ranges = _unit_ranges(H, n)
+    assert sum(hk for _, hk in ranges) == H and all(j0 % 16 == 0 for j0, _ in ranges)
+    for name, a, b in zip(("y", "h_n", "c_n") + GRAD_NAMES, *res):
+        np.testing.assert_allclose(b, a, atol=1e-12, rtol=1e-10, err_msg=name)
+
+
+def test_cpu_unit_split_from_two_callers_at_once(rng, monkeypatch):
+    """Two threads running layers at once: one gets the gang, the other runs on its own
+    thread (never waiting at a barrier for a partner that cannot start); both are right."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setenv("ASRKIT_LSTM_SPLIT", "units")
+
+    T, B, In, H = 40, 6, 8, 64
+    p = make_params(rng, In, H, dtype=np.float64)
+    x, h0, c0 = make_inputs(rng, T, B, In, H, dtype=np.float64)
+    dy = rng.standard_normal((T, B, H))
+    w = [p[n] for n in NAMES[:4]]
+    ref = lstm_forward(x, h0, c0, *w, device="reference")
+    ref_g = lstm_backward(dy, None, None, ref[3])
+
+    def run(_):
+        y, h_n, c_n, cache = lstm_forward(x, h0, c0, *w, device="cpu", threads=2)
+        return y, lstm_backward(dy, None, None, cache)
+
+    with ThreadPoolExecutor(2) as pool:
+        for y, grads in pool.map(run, range(6)):
+            np.testing.assert_allclose(y, ref[0], atol=1e-12)
+            for a, b in zip(grads, ref_g):
+                np.testing.assert_allclose(a, b, atol=1e-10, rtol=1e-10)
+
+
+def test_barrier_releases_waiters_when_a_thread_fails():
+    """A gang thread that raises before the barrier aborts it: the others return instead of
+    waiting forever, and the error reaches the caller."""
+    from asrkit.kernels.cpu._sync import Gang, barrier, new_barrier, yield_function
+
+    sync = new_barrier()
+    seen = []
+
+    def fn(k, n):
+        if k == 1:
+            from asrkit.kernels.cpu._sync import abort
+
+            abort(sync)
+            raise RuntimeError("thread 1 failed")
+        seen.append(barrier(sync, n, yield_function()))
+
+    with pytest.raises(RuntimeError, match="thread 1 failed"):
+        Gang(2, "test-gang").run(2, fn)
+    assert seen == [False]
+
+
+def test_split_mode_follows_projection_environment_and_load(monkeypatch):
+    """Units unless a projection, ASRKIT_LSTM_SPLIT=batch or a load average above the cores
+    (threads that are not all running lose every barrier) says batch."""
+    from asrkit.kernels.cpu import lstm as cpu_lstm
+
+    monkeypatch.delenv("ASRKIT_LSTM_SPLIT", raising=False)
+    monkeypatch.setattr(cpu_lstm, "cpu_count", lambda: 2)
+    monkeypatch.setattr(cpu_lstm.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert cpu_lstm._split_mode(False, 2) == "units"
+    assert cpu_lstm._split_mode(True, 2) == "batch"
+    monkeypatch.setattr(cpu_lstm.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    assert cpu_lstm._split_mode(False, 2) == "batch"
+    assert cpu_lstm._split_mode(False, 1) == "units"
+    monkeypatch.setenv("ASRKIT_LSTM_SPLIT", "units")
+    assert cpu_lstm._split_mode(False, 2) == "units"
+    assert cpu_lstm._split_mode(True, 2) == "batch"
+    monkeypatch.setenv("ASRKIT_LSTM_SPLIT", "batch")
+    monkeypatch.setattr(cpu_lstm.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert cpu_lstm._split_mode(False, 2) == "batch"

@@ -66,21 +66,6 @@ def test_reference_splice_is_kaldi_splice(rng):
     assert not y[L:, 3].any() and not y[:, 1].any()
 
 
-def test_reference_stack_and_subsample_lengths(rng):
-    x = np.arange(7 * 2 * 1, dtype=np.float32).reshape(7, 2, 1)
-    lengths = np.array([7, 4])
-    y, new = seq.stack_frames(x, lengths, stack=3, stride=2, device="reference")
-    assert y.shape == (4, 2, 3) and new.tolist() == [4, 2]
-    # sequence 1 (frames 1, 3, 5, 7 in the flat arange): windows [0,1,2] and [2,3,3]
-    np.testing.assert_array_equal(y[:2, 1, :], [[1, 3, 5], [5, 7, 7]])
-    assert not y[2:, 1].any()
-    y, new = seq.stack_frames(x, lengths, stack=3, stride=2, mode="floor", device="reference")
-    assert y.shape == (3, 2, 3) and new.tolist() == [3, 1]
-    y, new = seq.subsample_frames(x, lengths, factor=3, offset=1, device="reference")
-    assert y.shape == (2, 2, 1) and new.tolist() == [2, 1]
-    np.testing.assert_array_equal(y[:, 0, 0], [2, 8])
-
-
 def test_reference_reverse_and_mean(rng):
     x = batch(rng)
     y = seq.sequence_reverse(x, LENGTHS, device="reference")
@@ -89,18 +74,6 @@ def test_reference_reverse_and_mean(rng):
     m = seq.masked_mean(x, LENGTHS, device="reference")
     np.testing.assert_allclose(m[3], x[:4, 3].mean(0), rtol=1e-6)
     assert not m[1].any()
-
-
-def test_pad_unpad_roundtrip(rng):
-    seqs = [rng.standard_normal((n, 2, 3)).astype(np.float32) for n in (3, 1, 4)]
-    for device in ("reference", "cpu"):
-        x, lengths = seq.pad_sequences(seqs, pad_value=-1.0, device=device)
-        assert x.shape == (4, 3, 2, 3) and lengths.tolist() == [3, 1, 4]
-        assert (x[1:, 1] == -1).all()
-        for a, b in zip(seq.unpad_sequences(x, lengths, device=device), seqs):
-            np.testing.assert_array_equal(a, b)
-    with pytest.raises(ValueError, match="sequence 1 has shape"):
-        seq.pad_sequences([np.zeros((2, 3)), np.zeros((2, 4))])
 
 
 @pytest.mark.parametrize("name", ["masked_softmax", "masked_log_softmax"])
@@ -128,14 +101,6 @@ LINEAR = {
                          lambda g, d: seq.sequence_reverse_backward(g, LENGTHS, device=d)),
     "splice_frames": (lambda x, d: seq.splice_frames(x, LENGTHS, 2, 1, device=d),
                       lambda g, d: seq.splice_frames_backward(g, LENGTHS, 2, 1, device=d)),
-    "stack_frames": (lambda x, d: seq.stack_frames(x, LENGTHS, 3, 2, device=d)[0],
-                     lambda g, d: seq.stack_frames_backward(g, LENGTHS, T, 3, 2, device=d)),
-    "stack_frames_floor": (
-        lambda x, d: seq.stack_frames(x, LENGTHS, 2, 1, "floor", device=d)[0],
-        lambda g, d: seq.stack_frames_backward(g, LENGTHS, T, 2, 1, "floor", device=d)),
-    "subsample_frames": (lambda x, d: seq.subsample_frames(x, LENGTHS, 2, 1, device=d)[0],
-                         lambda g, d: seq.subsample_frames_backward(g, LENGTHS, T, 2, 1,
-                                                                    device=d)),
 }
 
 
@@ -191,21 +156,8 @@ def test_trailing_feature_axes(rng, device):
     assert s.shape == (B, 2, 3)
     np.testing.assert_allclose(to_host(s), seq.masked_sum(x, LENGTHS, device="reference"),
                                rtol=1e-6)
-    y, new = seq.subsample_frames(to_device(x[..., 0, 0], device), LENGTHS, 2, device=device)
-    assert y.shape == (3, B) and new.tolist() == [3, 0, 1, 2]
     ys = seq.masked_softmax(to_device(x, device), LENGTHS, axis=0, device=device)
     np.testing.assert_allclose(to_host(ys).sum(0)[[0, 2, 3]], 1.0, rtol=1e-5)
-
-
-@pytest.mark.cuda
-def test_cuda_pad_unpad(rng):
-    seqs = [rng.standard_normal((n, 3)).astype(np.float32) for n in (2, 4)]
-    x, lengths = seq.pad_sequences([to_device(s, "cuda") for s in seqs], device="cuda")
-    ref, _ = seq.pad_sequences(seqs, device="reference")
-    np.testing.assert_array_equal(to_host(x), ref)
-    assert lengths.tolist() == [2, 4]
-    for a, b in zip(seq.unpad_sequences(x, lengths, device="cuda"), seqs):
-        np.testing.assert_array_equal(to_host(a), b)
 
 
 def test_bad_arguments():
@@ -214,8 +166,6 @@ def test_bad_arguments():
         seq.masked_sum(x, np.array([4, 1]))
     with pytest.raises(ValueError, match="axis must be"):
         seq.masked_softmax(x, None, axis=1)
-    with pytest.raises(ValueError, match="mode must be"):
-        seq.stack_frames(x, None, 2, mode="round")
     with pytest.raises(ValueError, match="contexts must be >= 0"):
         seq.splice_frames(x, None, -1, 0)
     with pytest.raises(ValueError, match="expected an array \\[T, B, D\\]"):

@@ -90,3 +90,32 @@ def test_numbers_are_checked_before_any_work(args, message, test_text, test_arpa
 def test_output_folder_is_refused(test_text, tmp_path, capsys):
     assert main(["lm", "train", "--text", str(test_text), "--output", str(tmp_path)]) == 2
     assert f"{tmp_path}: is a directory" in capsys.readouterr().err
+
+
+def test_text_that_is_not_utf8_names_the_file_and_line(test_text, test_arpa, tmp_path,
+                                                        monkeypatch, capsys):
+    import io
+
+    bad = tmp_path / "t.txt"
+    bad.write_bytes(b"the cat\nthe \xff dog\n")
+    assert main(["lm", "ppl", "--lm", str(test_arpa), "--text", str(bad)]) == 2
+    assert f"{bad}:2: not UTF-8 text" in capsys.readouterr().err
+    assert main(["lm", "train", "--text", str(test_text), "--vocab", str(bad),
+                 "--output", str(tmp_path / "o.arpa")]) == 2
+    assert f"{bad}:2: not UTF-8 text" in capsys.readouterr().err
+    for command in (["ppl", "--lm", str(test_arpa)], ["train", "--output", str(tmp_path / "o")]):
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(bad.read_bytes())))
+        assert main(["lm", *command, "--text", "-"]) == 2
+        assert "<stdin>:2: not UTF-8 text" in capsys.readouterr().err
+    assert not (tmp_path / "o.arpa").exists() and not (tmp_path / "o").exists()
+
+
+def test_ppl_of_stdin_equals_ppl_of_the_file(test_text, test_arpa, monkeypatch, capsys):
+    import io
+
+    assert main(["lm", "ppl", "--lm", str(test_arpa), "--text", str(test_text), "--json"]) == 0
+    from_file = json.loads(capsys.readouterr().out)
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(test_text.read_bytes())))
+    assert main(["lm", "ppl", "--lm", str(test_arpa), "--text", "-", "--json"]) == 0
+    from_stdin = json.loads(capsys.readouterr().out)
+    assert from_stdin == {**from_file, "text": "-"}

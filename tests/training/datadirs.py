@@ -82,7 +82,7 @@ def digits_dir(root):
     for part in ("train", "test"):
         out[part] = os.path.join(root, f"{part}_fbank")
         subprocess.run([sys.executable, "-m", "asrkit", "compute-features",
-                        os.path.join(corpus, part), "--config", conf, "--out", out[part]],
+                        os.path.join(corpus, "synth", part), "--config", conf, "--out", out[part]],
                        check=True, capture_output=True, timeout=120)
     from asrkit.training import make_token_table
 

@@ -1,18 +1,17 @@
 """The cuda backend: values are numba device arrays; ops run on the GPU.
 
-Every op of the catalogue has a CUDA forward/backward in ``Primitive.impls`` (registered by
-``asrkit.ops.cuda_impls``, ``cuda_impls_shape``, ``cuda_impls_math`` and
-``cuda_impls_recurrence`` when this backend is first made). An op without one, or whose impl
-returns ``NotImplemented`` for the shapes given, falls back to its numpy forward through the host,
-with a RuntimeWarning naming the op once per process, so a graph always runs and the slow path
-is visible. Gradient bookkeeping (masking, accumulation, reductions to broadcast shapes) runs on
-the device.
+Every op of the catalogue registers its CUDA forward/backward with its primitive
+(``Primitive(..., cuda=..., cuda_backward=...)``). An op without one, or whose impl returns
+``NotImplemented`` for the inputs given, falls back to its numpy forward through the host, with a
+RuntimeWarning naming the op once per process, so a graph always runs and the slow path is
+visible. Gradient bookkeeping (masking, accumulation, reductions to broadcast shapes) runs on
+the device, through the kernels of ``asrkit.kernels.cuda``.
 """
 
 from __future__ import annotations
 
-import importlib
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -21,8 +20,6 @@ from asrkit.graph.sequence import zero_padding
 from asrkit.kernels._device import is_cuda_array, require_cuda
 
 _warned: set = set()
-_IMPL_MODULES = ("asrkit.ops.cuda_impls_shape", "asrkit.ops.cuda_impls_math",
-                 "asrkit.ops.cuda_impls_recurrence")
 
 
 def _on_device(a) -> bool:
@@ -37,6 +34,16 @@ def _fallback_warning(op_name: str, what: str) -> None:
                       "running it on the host (slow path)", RuntimeWarning, stacklevel=4)
 
 
+@contextmanager
+def _on_host(ctx):
+    """The op's cpu functions run on host copies: they see ``ctx.device == "cpu"``."""
+    ctx.device = "cpu"
+    try:
+        yield
+    finally:
+        ctx.device = "cuda"
+
+
 class Backend:
     """CUDA backend over numba.cuda device arrays."""
 
@@ -44,13 +51,9 @@ class Backend:
 
     def __init__(self):
         self.cuda = require_cuda()
-        from asrkit.ops import cuda_impls, cuda_layout
+        from asrkit.kernels.cuda import elementwise, layout, sequence
 
-        # the further impl modules register themselves on import, after cuda_impls
-        for module in _IMPL_MODULES:
-            importlib.import_module(module)
-        self.impls = cuda_impls
-        self.layout = cuda_layout
+        self.elementwise, self.layout, self.sequence = elementwise, layout, sequence
 
     def to_device(self, a):
         """Copy a host array to the device (device arrays pass through)."""
@@ -73,7 +76,8 @@ class Backend:
             if res is not NotImplemented:
                 return res
         _fallback_warning(op.name, "forward")
-        res = op.forward(ctx, *[self.to_host(x) for x in xs], **attrs)
+        with _on_host(ctx):
+            res = op.forward(ctx, *[self.to_host(x) for x in xs], **attrs)
         if op.stateful:
             y, state = res
             return self.to_device(y), state
@@ -91,10 +95,11 @@ class Backend:
         h = self.to_host
         xs = [None if x is None else h(x) for x in xs]
         y = None if y is None else h(y)
-        if op.stateful:
-            gs = op.backward(ctx, h(g), y, *xs, state=state, **attrs)
-        else:
-            gs = op.backward(ctx, h(g), y, *xs, **attrs)
+        with _on_host(ctx):
+            if op.stateful:
+                gs = op.backward(ctx, h(g), y, *xs, state=state, **attrs)
+            else:
+                gs = op.backward(ctx, h(g), y, *xs, **attrs)
         return tuple(None if gi is None else self.to_device(np.ascontiguousarray(gi))
                      for gi in gs)
 
@@ -104,16 +109,13 @@ class Backend:
             return x
         if not _on_device(x):
             return self.to_device(zero_padding(np.asarray(x), lengths, copy=True))
-        return self.impls.device_zero_padding(self.impls.device_copy(x) if copy else x, lengths)
+        return self.sequence.fill_padding(x, lengths, 0, out=None if copy else x)
 
     def unbroadcast(self, g, shape):
         """Sum ``g`` back to ``shape`` (numpy broadcasting's adjoint) on the device."""
         if tuple(g.shape) == tuple(shape):
             return g
         if _on_device(g):
-            out = self.impls.device_sum_to(g, tuple(shape))
-            if out is not None:
-                return out
             return self.layout.sum_to_shape(g, tuple(shape))
         return self.to_device(np.ascontiguousarray(unbroadcast(self.to_host(g), shape)))
 
@@ -125,7 +127,7 @@ class Backend:
         """``a + b`` (a new device array)."""
         if _on_device(a) and _on_device(b) and tuple(a.shape) == tuple(b.shape) \
                 and a.dtype == b.dtype:
-            return self.impls.device_add(a, b)
+            return self.elementwise.binary("add", a, b)
         return self.to_device(self.to_host(a) + self.to_host(b))
 
     def may_share_memory(self, a, b) -> bool:

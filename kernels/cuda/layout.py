@@ -1,4 +1,4 @@
-"""Device-side data movement and reductions for the cuda backend (numba.cuda).
+"""Device-side data movement and reductions (numba.cuda), for the graph engine and the ops.
 
 Every layout op (reshape, transpose, slicing, subsampling, broadcasting, concatenation) is a
 *strided gather*: output element ``i`` (C order over ``shape``) reads ``x.flat[offset + sum_d
@@ -8,7 +8,9 @@ it on a fake int8 array whose strides equal its element strides (nothing is ever
 the cuda path of a view op is its own numpy forward, replayed on the device.
 
 Reductions: sums over leading axes are column sums with atomics; everything else moves the
-reduced axes last (a gather) and reduces rows, one thread per row.
+reduced axes last (a gather) and reduces rows, one thread per row. Rows of a table are gathered
+(``take_rows``) and scatter-added (``add_rows``) for embeddings. The numpy twins are
+:mod:`asrkit.kernels.reference.layout`.
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import cuda
 
-from asrkit.kernels._device import cuda_simulated
+from asrkit.kernels._device import DeviceUnavailableError, cuda_simulated
+
+try:
+    from numba import cuda
+except ImportError as e:  # pragma: no cover - depends on the install
+    raise DeviceUnavailableError(
+        "device='cuda' needs numba-cuda: pip install 'asrkit[cuda]'") from e
 
 THREADS = 32 if cuda_simulated() else 256  # simulated threads are Python threads
 MAXD = 8  # rank limit of the strided kernels (shapes are passed as fixed-size tuples)
@@ -60,12 +67,28 @@ def zeros(shape, dtype):
     return full(shape, 0, dtype)
 
 
+def copy(a):
+    """A device copy of ``a``."""
+    out = empty(a.shape, a.dtype)
+    out.copy_to_device(a)
+    return out
+
+
 def contiguous(a):
     """``a`` if it is C-contiguous, else a contiguous copy (a host round trip: every array the
     cuda impls make is contiguous, so this only meets foreign views)."""
     if a.is_c_contiguous():
         return a
     return cuda.to_device(np.ascontiguousarray(a.copy_to_host()))
+
+
+def suffix_broadcasts(shape, out_shape) -> bool:
+    """True when ``shape`` (leading 1s dropped) is a suffix of ``out_shape``: a flat array of
+    that shape broadcasts to ``out_shape`` by indexing it modulo its size."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape == tuple(out_shape[len(out_shape) - len(shape):]) if shape else True
 
 
 def _pad(t, fill):
@@ -253,3 +276,84 @@ def sum_to_shape(g, shape):
                                       if d == 1 and g.shape[lead + i] != 1)
     out = reduce_axes(g, axes) if axes else contiguous(g)
     return out.reshape(shape) if shape else out.reshape(())
+
+
+@cuda.jit
+def _ties(x, yb, hits):
+    i = cuda.grid(1)
+    if i < x.size:
+        hits[i] = 1.0 if x[i] == yb[i] else 0.0
+
+
+@cuda.jit
+def _share(x, yb, gb, count, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = gb[i] / max(count[i], 1.0) if x[i] == yb[i] else 0.0
+
+
+def extreme_grad(x, y, g, axes):
+    """Gradient of a max or min of ``x`` over ``axes``: ``g`` split evenly among the entries
+    equal to the extreme ``y``. ``y`` and ``g`` have x's shape with ``axes`` kept as 1 (or
+    x's shape); returns a new array of x's shape in g's dtype."""
+    x = contiguous(x)
+    shape = tuple(x.shape)
+    yb, gb = broadcast_to(y, shape, x.dtype), broadcast_to(g, shape)
+    out = empty(shape, g.dtype)
+    if x.size:
+        hits = empty(shape, g.dtype)
+        _ties[launch(x.size)](flat(x), flat(yb), flat(hits))
+        kept = tuple(1 if a in axes else d for a, d in enumerate(shape))
+        count = broadcast_to(reduce_axes(hits, axes).reshape(kept), shape)
+        _share[launch(x.size)](flat(x), flat(yb), flat(gb), flat(count), flat(out))
+    return out
+
+
+# -- rows of a table (embeddings) -------------------------------------------------------------
+@cuda.jit
+def _take_rows(table, ids, out, D, V, bad):
+    i = cuda.grid(1)
+    if i < out.size:
+        k = ids[i // D]
+        if k < 0 or k >= V:
+            bad[0] = 1
+        else:
+            out[i] = table[k * D + i % D]
+
+
+@cuda.jit
+def _add_rows(g, ids, out, D):
+    i = cuda.grid(1)
+    if i < g.size:
+        cuda.atomic.add(out, ids[i // D] * D + i % D, g[i])
+
+
+def _ids(ids):
+    host = ids.copy_to_host() if hasattr(ids, "copy_to_host") else np.asarray(ids)
+    return host, cuda.to_device(np.ascontiguousarray(host, np.int32).reshape(-1))
+
+
+def take_rows(table, ids):
+    """``table [V, D]`` rows at integer ``ids [...]`` -> ``[..., D]``; an id outside ``[0, V)``
+    raises ValueError naming it."""
+    V, D = tuple(table.shape)
+    host, ids_d = _ids(ids)
+    out = empty(tuple(host.shape) + (D,), table.dtype)
+    bad = cuda.to_device(np.zeros(1, np.int32))
+    if out.size:
+        _take_rows[launch(out.size)](flat(contiguous(table)), ids_d, flat(out), D, V, bad)
+    if bad.copy_to_host()[0]:
+        k = host[(host < 0) | (host >= V)][0]
+        raise ValueError(f"id {int(k)} is outside the vocabulary [0, {V})")
+    return out
+
+
+def add_rows(g, ids, V):
+    """Adjoint of :func:`take_rows`: ``g [..., D]`` summed into the rows ``ids`` of a new
+    ``[V, D]`` array of zeros."""
+    D = int(tuple(g.shape)[-1])
+    _, ids_d = _ids(ids)
+    out = zeros((V * D,), g.dtype)
+    if g.size:
+        _add_rows[launch(g.size)](flat(contiguous(g)), ids_d, out, D)
+    return out.reshape((V, D))
