@@ -48,7 +48,10 @@ def test_recipe_tables_are_shown_with_their_header(tmp_path):
     import sys
 
     exp = tmp_path / "exp"
-    exp.mkdir()
+    (exp / "decode_test").mkdir(parents=True)  # a scored decode beside the tables
+    (tmp_path / "text").write_text("u1 one two\nu2 three\n")
+    (exp / "decode_test" / "hyp.txt").write_text("u1 one two\nu2 two\n")
+    (exp / "decode_test" / "ref_text").write_text(f"{tmp_path / 'text'}\n")
     (tmp_path / "wer.tsv").write_text("speaker\tasrkit WER %\tpocketsphinx WER %\n"
                                       "lucas\t4.20\t33.48\njackson\t1.10\t50.80\n")
     r = subprocess.run([sys.executable, "-m", "asrkit", "report", str(exp), "--table",
@@ -60,6 +63,7 @@ def test_recipe_tables_are_shown_with_their_header(tmp_path):
     p.feed(page)
     assert "WER per speaker" in p.headings
     assert "<th>pocketsphinx WER %</th>" in page and "<td>33.48</td>" in page
+    assert "decode_test (WER)" in page and "<td>33.33</td>" in page
     r = subprocess.run([sys.executable, "-m", "asrkit", "report", str(exp), "--table",
                         "no-equals-sign"], capture_output=True, text=True)
     assert r.returncode == 2 and "expected TITLE=FILE.tsv" in r.stderr

@@ -138,10 +138,10 @@ def run(args) -> int:
         if ref is None and os.path.exists(os.path.join(dec, "ref_text")):
             ref = _read_text(os.path.join(dec, "ref_text")).strip()
         if os.path.exists(hyp) and ref and os.path.exists(ref):
-            tables = []
+            texts = []
             for path in (hyp, ref):
                 try:
-                    tables.append(read_text_table(path))
+                    texts.append(read_text_table(path))
                 except UnicodeDecodeError as e:
                     raise CommandError(f"{path}: not UTF-8 text ({e.reason} at byte "
                                        f"{e.start})") from None
@@ -149,7 +149,7 @@ def run(args) -> int:
                     raise CommandError(str(e)) from None
                 except OSError as e:
                     raise CommandError(os_error_message(path, e)) from None
-            scores[os.path.basename(dec)] = score_texts(tables[1], tables[0])
+            scores[os.path.basename(dec)] = score_texts(texts[1], texts[0])
     summary, dot = {}, None
     model_path = os.path.join(exp, "final.mdl")
     if os.path.exists(model_path):

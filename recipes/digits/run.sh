@@ -6,7 +6,7 @@
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
 #       [--train-speakers N] [--dev-speakers N] [--test-speakers N] [--utts-per-speaker N]
 #       [--fsdd-takes N]  (data options: local/make_corpus.py --help)
-#       [--pretrain-epochs N] [--epochs N] [--jobs N] [--mpi N] [--resume]
+#       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--jobs N] [--mpi N] [--resume]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 data      FSDD's four real speakers (download, or --fsdd DIR / the shared corpora copy)
@@ -41,6 +41,7 @@ utts_per_speaker=20
 fsdd_takes=50     # FSDD takes of each digit to use (fewer for quick runs)
 pretrain_epochs=8
 epochs=6
+loso_epochs=3     # each leave-one-speaker-out model (from exp/synth, as the shipped one)
 jobs=2
 mpi=1
 resume=
@@ -60,6 +61,7 @@ while [ $# -gt 0 ]; do
     --fsdd-takes) fsdd_takes=$2; shift 2 ;;
     --pretrain-epochs) pretrain_epochs=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
+    --loso-epochs) loso_epochs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --mpi) mpi=$2; shift 2 ;;
     --resume) resume=--resume; shift ;;
@@ -174,7 +176,7 @@ stage_loso() {
     combine_features "data/mfcc/train_no_$held" "${train[@]}" || return
     combine_features "data/mfcc/dev_no_$held" "${dev[@]}" || return
     train_model "exp/loso/$held" "data/mfcc/train_no_$held" "data/mfcc/dev_no_$held" \
-      "$epochs" exp/synth/final.mdl || return
+      "$loso_epochs" exp/synth/final.mdl || return
     log asrkit decode --graph exp/graph_tg --model "exp/loso/$held/final.mdl" \
       "data/mfcc/fsdd_${held}_test" --out "exp/loso/decode/$held" \
       --word-insertion-penalty="$wip" --nbest 1 || return

@@ -1,4 +1,4 @@
-"""The digits recipe's training stage under ``mpiexec -n 2`` (``run.sh --mpi 2``): as good as one
+"""The digits recipe's training stage 3 under ``mpiexec -n 2`` (``run.sh --mpi 2``): as good as one
 rank, and a job killed mid-epoch (SIGKILL to one rank, or SIGTERM to mpiexec) aborts as a whole,
 leaves only complete checkpoints, and ``--resume`` continues the same loss curve."""
 
@@ -16,7 +16,8 @@ import pytest
 from asrkit.models import load
 from asrkit.training.checkpoint import latest_checkpoint, read_checkpoint
 
-pytestmark = [pytest.mark.mpi, pytest.mark.recipe]
+# about 10 minutes on 2 cores (three recipe trainings of 30 epochs): run with --runslow
+pytestmark = [pytest.mark.mpi, pytest.mark.recipe, pytest.mark.slow]
 RECIPES = os.path.join(os.path.dirname(__file__), "..", "..", "recipes")
 EPOCHS = 30  # the tiny corpus needs about 25 epochs before the greedy error leaves 100%
 
@@ -45,7 +46,7 @@ def _copy(prepared, dest):
 
 
 def _cv(work):
-    return [r for r in map(json.loads, (work / "exp/blstm/train_log.jsonl").read_text()
+    return [r for r in map(json.loads, (work / "exp/synth/train_log.jsonl").read_text()
                            .splitlines()) if r["kind"] == "cv"]
 
 
@@ -63,7 +64,8 @@ def prepared(tmp_path_factory):
         text = text.replace(old, new)
     conf.write_text(text)
     r = _run_sh(root / "digits", "--train-speakers", "16", "--dev-speakers", "2",
-                "--test-speakers", "1", "--utts-per-speaker", "8", "--stop-stage", "2")
+                "--test-speakers", "1", "--utts-per-speaker", "8", "--fsdd-takes", "2",
+                "--no-prepare", "--stop-stage", "2")
     if r.returncode != 0 and "espeak" in (r.stdout + r.stderr).lower():
         pytest.skip(f"cannot synthesise the digits corpus: {r.stderr[-500:]}")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -72,9 +74,10 @@ def prepared(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def two_rank(prepared, tmp_path_factory):
-    """The recipe's stage 3 on two ranks, uninterrupted."""
+    """The recipe's stage 3 (training on the synthetic speech) on two ranks, uninterrupted."""
     work = _copy(prepared, tmp_path_factory.mktemp("two"))
-    r = _run_sh(work, "--stage", "3", "--stop-stage", "3", "--epochs", str(EPOCHS), "--mpi", "2")
+    r = _run_sh(work, "--stage", "3", "--stop-stage", "3", "--pretrain-epochs", str(EPOCHS),
+                "--mpi", "2")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "mpiexec -n 2 asrkit train" in (work / "exp/commands.txt").read_text()
     return work
@@ -82,7 +85,7 @@ def two_rank(prepared, tmp_path_factory):
 
 def test_two_ranks_train_as_well_as_one(prepared, two_rank, tmp_path):
     one = _copy(prepared, tmp_path)
-    r = _run_sh(one, "--stage", "3", "--stop-stage", "3", "--epochs", str(EPOCHS))
+    r = _run_sh(one, "--stage", "3", "--stop-stage", "3", "--pretrain-epochs", str(EPOCHS))
     assert r.returncode == 0, r.stdout + r.stderr
     cv1, cv2 = _cv(one), _cv(two_rank)
     assert len(cv1) == len(cv2) == EPOCHS
@@ -141,10 +144,11 @@ def test_a_killed_two_rank_job_aborts_and_resumes_from_its_last_checkpoint(prepa
     work = _copy(prepared, tmp_path)
     epochs = 3
     proc = subprocess.Popen(["bash", str(work / "run.sh"), "--stage", "3", "--stop-stage", "3",
-                             "--epochs", str(epochs), "--mpi", "2"], stdout=subprocess.PIPE,
+                             "--pretrain-epochs", str(epochs), "--mpi", "2"],
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=_env())
     try:
-        _wait_for_mid_epoch_checkpoint(work / "exp/blstm", proc, time.monotonic() + 120)
+        _wait_for_mid_epoch_checkpoint(work / "exp/synth", proc, time.monotonic() + 120)
         procs = _descendants(proc.pid)
         ranks = [p for p, cmd in procs if "asrkit train" in cmd and "mpiexec" not in cmd
                  and "run.sh" not in cmd]
@@ -170,14 +174,14 @@ def test_a_killed_two_rank_job_aborts_and_resumes_from_its_last_checkpoint(prepa
             open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z", \
             f"rank process {pid} survived the abort"
     # no torn checkpoint: every one is complete
-    folder = work / "exp/blstm/checkpoints"
+    folder = work / "exp/synth/checkpoints"
     for ckpt in sorted(folder.glob("ckpt-*.npz")):
         read_checkpoint(str(ckpt))
-    last = latest_checkpoint(str(work / "exp/blstm"))
+    last = latest_checkpoint(str(work / "exp/synth"))
     last_step = read_checkpoint(last)[0]["step"]
     # --resume continues from it, on the same loss curve as the uninterrupted run
-    r = _run_sh(work, "--stage", "3", "--stop-stage", "3", "--epochs", str(epochs), "--mpi", "2",
-                "--resume")
+    r = _run_sh(work, "--stage", "3", "--stop-stage", "3", "--pretrain-epochs", str(epochs),
+                "--mpi", "2", "--resume")
     assert r.returncode == 0, r.stdout + r.stderr
     log = (work / "exp/log/stage3.log").read_text()
     assert f"resumed from {os.path.relpath(last, work)}: step {last_step}," in log, log[-2000:]
@@ -186,6 +190,6 @@ def test_a_killed_two_rank_job_aborts_and_resumes_from_its_last_checkpoint(prepa
     np.testing.assert_allclose([c["loss"] for c in resumed], [c["loss"] for c in full],
                                rtol=1e-4)
     steps = [json.loads(line)["step"] for line in
-             (work / "exp/blstm/train_log.jsonl").read_text().splitlines()]
+             (work / "exp/synth/train_log.jsonl").read_text().splitlines()]
     assert steps == sorted(steps)
-    assert load(str(work / "exp/blstm/final.mdl")).state_dict()
+    assert load(str(work / "exp/synth/final.mdl")).state_dict()

@@ -1,5 +1,7 @@
-"""The digits recipe end to end at reduced size: data -> features -> train -> graphs -> decode ->
-score -> model folder -> report; then the model folder transcribes a file and exports to ONNX."""
+"""The digits recipe end to end at reduced size: real (FSDD, from the shared corpora copy) and
+synthetic data -> features -> lang -> pretrain -> train -> graphs -> decode -> leave one speaker
+out -> peer -> model folder, WER tables and report; then the model folder transcribes a file and
+exports to ONNX."""
 
 import json
 import os
@@ -20,20 +22,37 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                ASRKIT_CACHE=str(tmp_path / "cache"))
     r = subprocess.run(["bash", str(work / "run.sh"), "--train-speakers", "6", "--dev-speakers",
-                        "2", "--test-speakers", "2", "--utts-per-speaker", "5", "--epochs", "1",
-                        "--fsdd-takes", "2", "--no-prepare"],
-                       capture_output=True, text=True, env=env, timeout=900)
+                        "2", "--test-speakers", "2", "--utts-per-speaker", "5",
+                        "--pretrain-epochs", "1", "--epochs", "1", "--loso-epochs", "1",
+                        "--fsdd-takes", "2", "--no-prepare", "--jobs", "1"],
+                       capture_output=True, text=True, env=env, timeout=1200)
     assert r.returncode == 0, r.stdout + r.stderr
-    for stage in range(7):
+    for stage in range(10):
         assert f"stage {stage}:" in r.stdout
-    assert "test (tg): %WER" in r.stdout and "test (loop): %WER" in r.stdout
     exp = work / "exp"
     score = json.loads((exp / "blstm/decode_test_tg/score.json").read_text())
     assert score["num_sentences"] == 10
+    # leave one speaker out: each real speaker decoded by a model that never heard them, all
+    # their test recordings (2 takes of 10 digits, and strings joined from them)
+    speakers = ["jackson", "nicolas", "yweweler", "lucas"]
+    for spk in speakers:
+        hyp = (exp / "loso/decode" / spk / "hyp.txt").read_text().splitlines()
+        ref = (work / "data/fsdd" / spk / "test/text").read_text().splitlines()
+        assert len(hyp) == len(ref) > 20
+        assert all(line.split()[0].startswith(spk) for line in hyp)
+    table = (exp / "tables/real_speakers.tsv").read_text().splitlines()
+    rows = [line.split("\t") for line in table[1:]]
+    assert table[0].startswith("test set\twords\tasrkit WER %")
+    assert [r[0] for r in rows] == [f"{s}, {k}" for s in speakers
+                                    for k in ("isolated", "strings")] + ["all"]
+    words = [int(r[1]) for r in rows]
+    assert sum(words[:-1]) == words[-1]
     page = (exp / "blstm/report.html").read_text()
     assert "Results" in page and "data:image/png;base64" in page
+    assert "Real speakers never heard in training" in page
+    assert "Synthetic voices never heard in training" in page
     assert "asrkit train conf/train.toml" in (exp / "commands.txt").read_text()
-    wav = (work / "data/test/wav.scp").read_text().split()[1]
+    wav = (work / "data/synth/test/wav.scp").read_text().split()[1]
     r = subprocess.run([sys.executable, "-m", "asrkit", "transcribe", "--model-dir",
                         str(exp / "final"), wav], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and r.stdout.startswith(wav + "\t"), r.stderr
