@@ -30,7 +30,7 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     for stage in range(10):
         assert f"stage {stage}:" in r.stdout
     exp = work / "exp"
-    score = json.loads((exp / "blstm/decode_test_tg/score.json").read_text())
+    score = json.loads((exp / "blstm/decode_synth_test_tg/score.json").read_text())
     assert score["num_sentences"] == 10
     # leave one speaker out: each real speaker decoded by a model that never heard them, all
     # their test recordings (2 takes of 10 digits, and strings joined from them)
@@ -39,7 +39,7 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
         hyp = (exp / "loso/decode" / spk / "hyp.txt").read_text().splitlines()
         ref = (work / "data/fsdd" / spk / "test/text").read_text().splitlines()
         assert len(hyp) == len(ref) > 20
-        assert all(line.split()[0].startswith(spk) for line in hyp)
+        assert all(line.split()[0].startswith(f"fsdd-{spk}-") for line in hyp)
     table = (exp / "tables/real_speakers.tsv").read_text().splitlines()
     rows = [line.split("\t") for line in table[1:]]
     assert table[0].startswith("test set\twords\tasrkit WER %")
