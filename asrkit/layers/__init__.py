@@ -1,8 +1,13 @@
-"""Layers (``asrkit.layers``): callables that build graph nodes and own their parameters."""
+"""Layers (``asrkit.layers``): callables that build graph nodes and own their parameters.
 
-from asrkit.layers.base import Layer
+:data:`NETWORK_LAYERS` is the ``[network]`` vocabulary of training configs: each type is one of
+these classes, which knows its keys, parameters, output lengths, torch names and ONNX lowering.
+"""
+
+from asrkit.layers.base import Layer, parameter_source, torch_layout
 from asrkit.layers.conv import TDNN, Conv1d
 from asrkit.layers.core import (
+    ACTIVATIONS,
     BatchNorm,
     Dense,
     Dropout,
@@ -12,7 +17,18 @@ from asrkit.layers.core import (
     Sequential,
     count_parameters,
 )
+from asrkit.layers.network import (
+    NETWORK_LAYERS,
+    StackFrames,
+    network_layers,
+    output_lengths,
+    subsampling_factor,
+)
 from asrkit.layers.recurrent import BLSTM, GRU, LSTM
+from asrkit.layers.spec import ConfigError, Key
 
-__all__ = ["BLSTM", "BatchNorm", "Conv1d", "Dense", "Dropout", "Embedding", "GRU", "LSTM", "Layer",
-           "LayerNorm", "Residual", "Sequential", "TDNN", "count_parameters"]
+__all__ = ["ACTIVATIONS", "BLSTM", "BatchNorm", "ConfigError", "Conv1d",
+           "Dense", "Dropout", "Embedding", "GRU", "Key", "LSTM", "Layer",
+           "LayerNorm", "NETWORK_LAYERS", "Residual", "Sequential", "StackFrames", "TDNN",
+           "count_parameters", "network_layers", "output_lengths",
+           "parameter_source", "subsampling_factor", "torch_layout"]
