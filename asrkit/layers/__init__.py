@@ -4,6 +4,7 @@
 these classes, which knows its keys, parameters, output lengths, torch names and ONNX lowering.
 """
 
+from asrkit.layers.attention import ConformerEncoder, TransformerEncoder
 from asrkit.layers.base import Layer, parameter_source, torch_layout
 from asrkit.layers.conv import TDNN, Conv1d
 from asrkit.layers.core import (
@@ -26,9 +27,10 @@ from asrkit.layers.network import (
 )
 from asrkit.layers.recurrent import BLSTM, GRU, LSTM
 from asrkit.layers.spec import ConfigError, Key
+from asrkit.layers.subsampling import Conv2dSubsampling
 
-__all__ = ["ACTIVATIONS", "BLSTM", "BatchNorm", "ConfigError", "Conv1d",
-           "Dense", "Dropout", "Embedding", "GRU", "Key", "LSTM", "Layer",
+__all__ = ["ACTIVATIONS", "BLSTM", "BatchNorm", "ConfigError", "ConformerEncoder", "Conv1d",
+           "Conv2dSubsampling", "Dense", "Dropout", "Embedding", "GRU", "Key", "LSTM", "Layer",
            "LayerNorm", "NETWORK_LAYERS", "Residual", "Sequential", "StackFrames", "TDNN",
-           "count_parameters", "network_layers", "output_lengths",
+           "TransformerEncoder", "count_parameters", "network_layers", "output_lengths",
            "parameter_source", "subsampling_factor", "torch_layout"]

@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 import asrkit.ops as O
+from asrkit.layers.attention import ConformerEncoder, TransformerEncoder
 from asrkit.layers.base import Layer
 from asrkit.layers.conv import TDNN
 from asrkit.layers.core import Dense, Dropout
 from asrkit.layers.recurrent import LSTM
+from asrkit.layers.subsampling import Conv2dSubsampling
 
 NETWORK_LAYERS: dict[str, type[Layer]] = {
     "blstm": LSTM,
@@ -22,6 +24,9 @@ NETWORK_LAYERS: dict[str, type[Layer]] = {
     "tdnn": TDNN,
     "dense": Dense,
     "dropout": Dropout,
+    "conv2d_subsampling": Conv2dSubsampling,
+    "transformer": TransformerEncoder,
+    "conformer": ConformerEncoder,
 }
 
 

@@ -302,7 +302,11 @@ def depthwise_conv(g, s: Stream, W: np.ndarray, b: np.ndarray | None, left: int,
     inputs = [xc, g.weight(W.T[:, None, :], f"{hint}.W")]
     if b is not None:
         inputs.append(g.weight(b, f"{hint}.b"))
-    y = g.op("Conv", inputs, hint, kernel_shape=[K], group=C, pads=[left, K - 1 - left])
+    # one zero frame beyond the window keeps Conv's input longer than K even when T is 0
+    # (it refuses shorter inputs); the extra output frame is sliced off
+    inputs[0] = g.op("Pad", [xc, g.const([0, 0, left, 0, 0, K - left])], f"{hint}.padded")
+    y = g.op("Conv", inputs, hint, kernel_shape=[K], group=C)
+    y = g.op("Slice", [y, g.const([0]), time_steps(g, s.x), g.const([2])], hint)
     return s.with_x(g.op("Transpose", [y], "tbd", perm=[2, 0, 1]), C)
 
 
@@ -312,7 +316,8 @@ def _sinusoids(g, positions: str, D: int) -> str:
     arg = g.op("Mul", [g.op("Unsqueeze", [positions, g.const([1])]),
                        g.weight(div, "pe_div")], "pe_arg")  # [N, ceil(D/2)]
     pair = [g.op("Unsqueeze", [g.op(op, [arg]), g.const([2])]) for op in ("Sin", "Cos")]
-    pe = g.op("Reshape", [g.op("Concat", pair, "pe", axis=2), g.const([0, -1])], "pe")
+    pe = g.op("Reshape", [g.op("Concat", pair, "pe", axis=2), g.const([0, 2 * len(div)])],
+              "pe")  # (not -1: N may be 0)
     return g.op("Slice", [pe, g.const([0]), g.const([D]), g.const([1])], "pe") if D % 2 else pe
 
 
