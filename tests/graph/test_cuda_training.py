@@ -141,6 +141,7 @@ def test_parameters_stay_on_the_device_between_steps(tmp_path, monkeypatch):
 
 
 @pytest.mark.cuda
+@pytest.mark.slow  # 2-3 minutes of simulated kernels on 2 cores: run with --runslow
 def test_checkpoint_and_resume_on_the_device(tmp_path):
     pytest.importorskip("kaldi_io")
     import os
