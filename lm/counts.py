@@ -25,6 +25,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from asrkit.lm.hashing import HashCollisionError, ngram_hashes
 from asrkit.lm.vocab import BOS_ID, EOS_ID, SPECIALS, select_vocab
 from asrkit.utils import progress
+from asrkit.utils.textfile import decode_lines
 
 
 @dataclasses.dataclass
@@ -158,14 +159,8 @@ def _line_chunks(source, name: str, chunk_bytes: int) -> Iterator[tuple[int, lis
                     break
                 try:
                     lines = [b.decode("utf-8") for b in raw]
-                except UnicodeDecodeError:
-                    for k, b in enumerate(raw):
-                        try:
-                            b.decode("utf-8")
-                        except UnicodeDecodeError as e:
-                            raise TextFormatError(f"{name}:{lineno + k}: not UTF-8 "
-                                                  f"({e.reason})") from None
-                    raise
+                except UnicodeDecodeError:  # find and name the line
+                    lines = list(decode_lines(raw, name, first_line=lineno))
                 yield lineno, lines
                 lineno += len(lines)
                 bar.update(sum(len(b) for b in raw))

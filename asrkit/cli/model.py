@@ -10,6 +10,10 @@
                                                     .svg/.png/.pdf through graphviz, or .dot
   asrkit model package --model final.mdl --features conf/fbank.toml --graph exp/graph_tg \
       --out exp/final                               same as asrkit package (model folder)
+  asrkit model average exp/conformer_ctc avg.mdl --avg 5
+                                                    the parameters (and batch-norm statistics)
+                                                    averaged over the newest 5 checkpoints of a
+                                                    training folder, as icefall's --avg
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import os
 from asrkit.cli.main import CommandError
 
 COMMAND = "model"
-HELP = "inspect model files, write tokens.txt, export weights in PyTorch layout, plot, package"
+HELP = ("inspect model files, write tokens.txt, export weights in PyTorch layout, plot, package, "
+        "average checkpoints")
 
 
 def add_arguments(parser) -> None:
-    """Sub-actions: info, tokens, torch-state, plot, package."""
+    """Sub-actions: info, tokens, torch-state, plot, package, average."""
     from asrkit.cli import package
 
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -55,6 +60,12 @@ def add_arguments(parser) -> None:
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p = sub.add_parser("package", help=package.HELP)
     package.add_arguments(p)
+    p = sub.add_parser("average", help="average the newest N checkpoints of a training folder "
+                                       "into a model file (icefall's --avg)")
+    p.add_argument("exp_dir", help="training output folder (the one holding checkpoints/)")
+    p.add_argument("out", help="model file to write")
+    p.add_argument("--avg", type=int, default=3, help="how many of the newest checkpoints "
+                                                      "(default 3)")
 
 
 def run(args) -> int:
@@ -62,7 +73,7 @@ def run(args) -> int:
     import numpy as np
 
     from asrkit.io import DataDir, DataDirError
-    from asrkit.models import ArchiveError, load, to_torch_state_dict
+    from asrkit.models import ArchiveError, load, save, to_torch_state_dict
     from asrkit.training import make_token_table
     from asrkit.utils import atomic_open
 
@@ -71,6 +82,13 @@ def run(args) -> int:
 
         return package.run(args)
     try:
+        if args.action == "average":
+            _writable(args.out)
+            model, paths = average_checkpoints(args.exp_dir, args.avg)
+            save(args.out, model)
+            print(f"wrote {args.out}: the average of {len(paths)} checkpoints "
+                  f"({', '.join(os.path.basename(p) for p in paths)})")
+            return 0
         if args.action == "tokens":
             table = make_token_table(DataDir.read(args.data_dir).text().values(), args.unit,
                                      args.blank)
@@ -106,6 +124,47 @@ def run(args) -> int:
         for k, shape in info["parameters"].items():
             print(f"  {k:40s} {shape}")
     return 0
+
+
+def average_checkpoints(exp_dir: str, n: int):
+    """``(model, paths)``: a Model whose parameters (float32) are the means over the newest
+    ``n`` checkpoints of ``exp_dir/checkpoints`` (by step), each read and checked in full, as
+    icefall's ``average_checkpoints``; batch-norm running statistics are averaged too. Raises
+    CommandError naming the folder when it holds fewer than ``n``, ArchiveError for a damaged
+    checkpoint or checkpoints of different networks."""
+    import glob
+
+    import numpy as np
+
+    from asrkit.models import ArchiveError
+    from asrkit.models.model import model_from_archive
+    from asrkit.training.checkpoint import NAME, checkpoint_dir, read_checkpoint
+
+    if n < 1:
+        raise CommandError(f"--avg must be >= 1, got {n}")
+    folder = checkpoint_dir(exp_dir)
+    found = [p for p in glob.glob(os.path.join(folder, "ckpt-*.npz"))
+             if NAME.fullmatch(os.path.basename(p))]
+    found.sort(key=lambda p: int(NAME.fullmatch(os.path.basename(p)).group(1)))
+    if len(found) < n:
+        raise CommandError(f"{folder}: {len(found)} checkpoints, --avg {n} needs {n} (raise "
+                           "[train] keep_checkpoints to keep more)")
+    paths = found[-n:]
+    model_header, sums = None, {}
+    for path in paths:
+        header, arrays = read_checkpoint(path)
+        if model_header is None:
+            model_header = header["model"]
+        elif header["model"]["network"] != model_header["network"] or \
+                header["model"]["tokens"] != model_header["tokens"]:
+            raise ArchiveError(f"{path}: a different network or token inventory than "
+                               f"{paths[0]}: checkpoints of one run only")
+        for key, value in arrays.items():
+            if key.startswith("param/"):
+                name = key[len("param/"):]
+                sums[name] = sums.get(name, 0.0) + value.astype(np.float64)
+    values = {k: (v / n).astype(np.float32) for k, v in sums.items()}
+    return model_from_archive(model_header, values, paths[-1]), paths
 
 
 def _writable(path: str) -> None:

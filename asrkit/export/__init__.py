@@ -17,9 +17,9 @@ from asrkit.export.onnx_export import (
     subsampling_factor,
     to_onnx,
 )
-from asrkit.export.onnx_layers import ExportError
 from asrkit.export.quantize import int8_path, quantize_int8
 from asrkit.export.verify import OnnxModel, compare_with_model, run_onnx
+from asrkit.layers.onnx import ExportError
 
 __all__ = ["DEFAULT_OPSET", "ExportError", "OnnxModel", "build_onnx", "compare_with_model",
            "int8_path", "metadata", "quantize_int8", "read_metadata", "run_onnx",

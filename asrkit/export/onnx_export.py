@@ -12,10 +12,11 @@ On every valid frame the outputs equal asrkit's own (to float32 rounding, ~1e-6)
 sequence's length are zeros in ``log_probs``, as asrkit leaves them; nothing past a length (the
 values of padded input frames) ever changes a valid output frame.
 
-Layer mapping: blstm/lstm -> ONNX ``LSTM`` (gates reordered to i, o, f, c; ``sequence_lens``),
-one node per stacked layer; LSTMP (``proj > 0``) -> a ``Scan`` over time with the projection in
-the step (ONNX's LSTM has no projection); tdnn -> ``Conv`` with asrkit's centred padding; dense
--> ``MatMul`` + ``Add``; frame stacking/subsampling -> ``Pad``/``Slice``/``Concat``; dropout is
+Each layer lowers itself (``Layer.onnx``, on the helpers of :mod:`asrkit.layers.onnx`):
+blstm/lstm -> ONNX ``LSTM`` (gates reordered to i, o, f, c; ``sequence_lens``), one node per
+stacked layer; LSTMP (``proj > 0``) -> a ``Scan`` over time with the projection in the step
+(ONNX's LSTM has no projection); tdnn -> ``Conv`` with asrkit's centred padding; dense ->
+``MatMul`` + ``Add``; frame stacking/subsampling -> ``Pad``/``Slice``/``Concat``; dropout is
 omitted (inference). The backward LSTM direction relies on the runtime honouring
 ``sequence_lens`` (each sequence reversed within its own length), as onnxruntime does; the
 LSTMP Scan reverses explicitly with ``ReverseSequence``. The model's tokens, blank, frame
@@ -28,19 +29,10 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
-
 from asrkit.export.onnx_graph import GraphBuilder
-from asrkit.export.onnx_layers import (
-    ExportError,
-    Stream,
-    dense,
-    lstm_layer,
-    lstmp_layer,
-    masks,
-    stack_frames,
-    tdnn,
-)
+from asrkit.layers import NETWORK_LAYERS, ConfigError, Layer, network_layers
+from asrkit.layers import subsampling_factor as _subsampling
+from asrkit.layers.onnx import ExportError, Stream, masks
 
 DEFAULT_OPSET = 17
 MIN_OPSET = 17
@@ -50,12 +42,9 @@ _PROTOBUF_LIMIT = 2**31 - 1
 
 
 def subsampling_factor(network: dict) -> int:
-    """Input frames per output frame: ``subsample_frames`` times every TDNN stride."""
-    factor = int(network.get("subsample_frames", 1))
-    for spec in network.get("layers", []):
-        if spec["type"] == "tdnn":
-            factor *= int(spec.get("stride", 1))
-    return factor
+    """Input frames per output frame of a parsed ``[network]`` description (frame
+    subsampling times every layer's own)."""
+    return _subsampling(network_layers(network, 1))
 
 
 def metadata(model, feature_config=None, frame_shift: float | None = None,
@@ -121,44 +110,19 @@ def read_metadata(path_or_proto) -> dict:
     return meta
 
 
-def _lstm_directions(params: dict, prefix: str, k: int, bidirectional: bool) -> list[dict]:
-    out = []
-    for suffix in ("", "_reverse") if bidirectional else ("",):
-        d = {}
-        for key, pname in (("w_ih", "weight_ih"), ("w_hh", "weight_hh"), ("b_ih", "bias_ih"),
-                           ("b_hh", "bias_hh"), ("w_hr", "weight_hr")):
-            name = f"{prefix}.{pname}_l{k}{suffix}"
-            if name in params:
-                d[key] = np.asarray(params[name], np.float32)
-        out.append(d)
-    return out
-
-
-def _emit_layers(g: GraphBuilder, s: Stream, network: dict, params: dict) -> Stream:
-    s = stack_frames(g, s, int(network.get("stack_frames", 1)),
-                     int(network.get("subsample_frames", 1)))
+def _check_exportable(network: dict) -> None:
+    """Raise ExportError naming the layer unless every layer of the description has a valid
+    table of a type with an ONNX lowering."""
+    exportable = [k for k, cls in NETWORK_LAYERS.items() if cls.onnx is not Layer.onnx]
     for i, spec in enumerate(network["layers"]):
-        prefix, kind = f"layers.{i}", spec["type"]
-        if kind in ("blstm", "lstm"):
-            for k in range(spec["num_layers"]):
-                dirs = _lstm_directions(params, prefix, k, kind == "blstm")
-                hint = f"{prefix}.lstm_l{k}"
-                if spec.get("proj", 0):
-                    s = lstmp_layer(g, s, dirs, hint)
-                else:
-                    s = lstm_layer(g, s, dirs, hint)
-        elif kind == "dense":
-            s = dense(g, s, params[f"{prefix}.W"], params[f"{prefix}.b"], spec["activation"],
-                      prefix)
-        elif kind == "tdnn":
-            s = tdnn(g, s, params[f"{prefix}.W"], params[f"{prefix}.b"], spec["dilation"],
-                     spec["stride"], spec["activation"], prefix)
-        elif kind == "dropout":
-            continue  # identity at inference
-        else:
+        kind = spec.get("type")
+        if kind not in exportable:
             raise ExportError(f"network layer #{i}: layer type {kind!r} has no ONNX export "
-                              f"(supported: blstm, lstm, tdnn, dense, dropout)")
-    return s
+                              f"(supported: {', '.join(exportable)})")
+        try:
+            NETWORK_LAYERS[kind].parse_spec(spec, f"network layer #{i}: layer type {kind!r}")
+        except ConfigError as e:
+            raise ExportError(str(e)) from None
 
 
 def build_onnx(model, feature_config=None, frame_shift: float | None = None,
@@ -182,13 +146,12 @@ def build_onnx(model, feature_config=None, frame_shift: float | None = None,
     len_types = {"int32": TensorProto.INT32, "int64": TensorProto.INT64}
     if lengths_dtype not in len_types:
         raise ExportError(f"lengths_dtype must be 'int32' or 'int64'; got {lengths_dtype!r}")
-    params = model.state_dict()
+    _check_exportable(model.network)
     g = GraphBuilder()
     lengths = g.op("Cast", ["lengths"], "lengths_i64", to=TensorProto.INT64)
-    s = _emit_layers(g, Stream("feats", lengths, model.input_dim), model.network, params)
-    logits = g.op("Add", [g.op("MatMul", [s.x, g.weight(params["output.W"], "output.W")]),
-                          g.weight(params["output.b"], "output.b")], "logits")
-    s = s.with_x(logits, model.num_classes)
+    s = Stream("feats", lengths, model.input_dim)
+    for layer in model.net.layers:
+        s = layer.onnx(g, s)
     logp = g.op("LogSoftmax", [s.x], "log_probs_all", axis=-1)
     g.op("Mul", [logp, masks(g, s)[1]], names=["log_probs"])
     g.op("Cast", [s.lengths], names=["out_lengths"], to=TensorProto.INT32)

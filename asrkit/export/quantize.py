@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 
-from asrkit.export.onnx_layers import ExportError
+from asrkit.layers.onnx import ExportError
 
 QUANTIZATION = "int8-dynamic"  # the metadata value of a quantized export
 

@@ -75,16 +75,18 @@ class TokenTable:
         """Read a ``tokens.txt`` with the rules of the module docstring; ``blank`` names the
         blank symbol (default: ``<blk>``/``<blank>``, else id 0). Raises TokenError naming the
         file and line."""
+        from asrkit.utils.textfile import TextFileError, read_text
+
         path = os.fspath(path)
         if not os.path.isfile(path):
-            raise TokenError(f"{path}: no such file")
+            raise TokenError(f"{path}: no such file" if not os.path.exists(path) else
+                             f"{path}: is not a file")
         by_id: dict[int, str] = {}
         seen: dict[str, int] = {}
         try:
-            with open(path, encoding="utf-8") as f:
-                lines = list(f)
-        except UnicodeDecodeError as e:
-            raise TokenError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+            lines = read_text(path).split("\n")
+        except TextFileError as e:
+            raise TokenError(str(e)) from None
         for lineno, line in enumerate(lines, 1):
             fields = line.split()
             if not fields:

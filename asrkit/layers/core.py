@@ -7,19 +7,41 @@ import numpy as np
 import asrkit.ops as O
 from asrkit.graph import Variable
 from asrkit.graph.init import glorot_uniform, normal
-from asrkit.layers.base import Layer, feature_size
+from asrkit.layers.base import Layer
+from asrkit.layers.spec import Key
+
+# the activations a [[network.layers]] table names ("none": identity)
+ACTIVATIONS = {"relu": O.relu, "tanh": O.tanh, "sigmoid": O.sigmoid, "gelu": O.gelu,
+               "elu": O.elu, "softplus": O.softplus, "none": None}
 
 
 def _activation(fn):
     if fn is None or callable(fn):
         return fn
+    if isinstance(fn, str) and fn in ACTIVATIONS:
+        return ACTIVATIONS[fn]
     if isinstance(fn, str) and hasattr(O, fn):
         return getattr(O, fn)
     raise ValueError(f"unknown activation {fn!r}")
 
 
+def _activation_name(fn) -> str:
+    """The ACTIVATIONS name of an activation function (for the ONNX lowering)."""
+    for name, f in ACTIVATIONS.items():
+        if f is fn:
+            return name
+    return getattr(fn, "__name__", repr(fn))
+
+
 class Dense(Layer):
-    """Affine layer ``activation(x @ W + b)``: ``[..., in] -> [..., out_dim]``."""
+    """Affine layer ``activation(x @ W + b)``: ``[..., in] -> [..., out_dim]``.
+
+    ``[[network.layers]] type = "dense"``: ``dim``, ``activation`` (default relu). torch:
+    ``Linear`` (``weight`` is ``W.T``).
+    """
+
+    KEYS = {"dim": Key(int, min=1), "activation": Key(str, "relu", choices=tuple(ACTIVATIONS))}
+    SIZE_KEYS = ("dim",)
 
     def __init__(self, out_dim: int, activation=None, bias: bool = True,
                  init=None, name: str = ""):
@@ -29,16 +51,31 @@ class Dense(Layer):
         self.bias = bias
         self.init = init or glorot_uniform()
 
-    def build(self, x):
-        self.add_parameter("W", (feature_size(self, x), self.out_dim), self.init)
+    @classmethod
+    def from_spec(cls, spec, name):
+        return cls(spec["dim"], spec["activation"], name=name)
+
+    def param_specs(self, dim):
+        specs = [("W", (dim, self.out_dim), self.init)]
         if self.bias:
-            self.add_parameter("b", (self.out_dim,), 0.0)
+            specs.append(("b", (self.out_dim,), 0.0))
+        return specs, self.out_dim
 
     def forward(self, x):
         y = O.times(x, self.W)
         if self.bias:
             y = y + self.b
         return self.activation(y) if self.activation else y
+
+    def torch_names(self):
+        return [("W", "weight", "T")] + ([("b", "bias", "same")] if self.bias else [])
+
+    def onnx(self, g, s):
+        from asrkit.layers import onnx
+
+        b = self.value("b") if self.bias else np.zeros(self.out_dim, np.float32)
+        return onnx.dense(g, s, self.value("W"), b, _activation_name(self.activation),
+                          self.name)
 
 
 class Embedding(Layer):
@@ -49,7 +86,7 @@ class Embedding(Layer):
         self.vocab, self.dim = int(vocab), int(dim)
         self.init = init or normal(1.0)
 
-    def build(self, x):
+    def build(self, x):  # integer ids: no feature axis to size it from
         self.add_parameter("E", (self.vocab, self.dim), self.init)
 
     def forward(self, x):
@@ -63,10 +100,8 @@ class LayerNorm(Layer):
         super().__init__(name or "layer_norm")
         self.eps = eps
 
-    def build(self, x):
-        D = feature_size(self, x)
-        self.add_parameter("scale", (D,), 1.0)
-        self.add_parameter("bias", (D,), 0.0)
+    def param_specs(self, dim):
+        return [("scale", (dim,), 1.0), ("bias", (dim,), 0.0)], dim
 
     def forward(self, x):
         return O.layer_norm(x, self.scale, self.bias, self.eps)
@@ -79,12 +114,9 @@ class BatchNorm(Layer):
         super().__init__(name or "batch_norm")
         self.eps, self.momentum = eps, momentum
 
-    def build(self, x):
-        D = feature_size(self, x)
-        self.add_parameter("scale", (D,), 1.0)
-        self.add_parameter("bias", (D,), 0.0)
-        self.add_parameter("running_mean", (D,), 0.0, trainable=False)
-        self.add_parameter("running_var", (D,), 1.0, trainable=False)
+    def param_specs(self, dim):
+        return [("scale", (dim,), 1.0), ("bias", (dim,), 0.0),
+                ("running_mean", (dim,), 0.0, False), ("running_var", (dim,), 1.0, False)], dim
 
     def forward(self, x):
         return O.batch_norm(x, self.scale, self.bias, self.running_mean, self.running_var,
@@ -92,14 +124,26 @@ class BatchNorm(Layer):
 
 
 class Dropout(Layer):
-    """Dropout with ``rate`` in training, identity in evaluation."""
+    """Dropout with ``rate`` in training, identity in evaluation (and in ONNX exports).
+
+    ``[[network.layers]] type = "dropout"``: ``rate``.
+    """
+
+    KEYS = {"rate": Key(float, interval="[0, 1)")}
 
     def __init__(self, rate: float = 0.5, name: str = ""):
         super().__init__(name or "dropout")
         self.rate = float(rate)
 
+    @classmethod
+    def from_spec(cls, spec, name):
+        return cls(spec["rate"], name=name)
+
     def forward(self, x):
         return O.dropout(x, self.rate) if self.rate > 0 else x
+
+    def onnx(self, g, s):
+        return s
 
 
 class Sequential(Layer):

@@ -11,6 +11,7 @@ import numpy as np
 import asrkit.ops as O
 from asrkit.graph.init import uniform
 from asrkit.layers.base import Layer, feature_size
+from asrkit.layers.spec import MAX_NUM_LAYERS, ConfigError, Key
 
 _KERNEL_NAMES = {"weight_ih": "w_ih", "weight_hh": "w_hh", "bias_ih": "b_ih", "bias_hh": "b_hh",
                  "weight_hr": "w_hr"}
@@ -21,8 +22,14 @@ class LSTM(Layer):
 
     num_layers stacked layers; ``dropout`` between layers (training only); each direction runs
     the fused kernel honouring the sequence lengths (packed semantics). Initialisation as torch:
-    ``U(-1/sqrt(H), 1/sqrt(H))``.
+    ``U(-1/sqrt(H), 1/sqrt(H))``. ``[[network.layers]] type = "lstm"`` or ``"blstm"``:
+    ``hidden`` (cells per direction), ``num_layers``, ``proj`` (LSTMP projection, 0: none),
+    ``dropout``; torch: ``nn.LSTM(bidirectional=..., proj_size=proj)``, names unchanged.
     """
+
+    KEYS = {"hidden": Key(int, min=1), "num_layers": Key(int, 1, min=1, max=MAX_NUM_LAYERS),
+            "proj": Key(int, 0), "dropout": Key(float, 0.0, interval="[0, 1)")}
+    SIZE_KEYS = ("hidden", "proj")
 
     def __init__(self, hidden_dim: int, num_layers: int = 1, bidirectional: bool = False,
                  proj_dim: int | None = None, dropout: float = 0.0, name: str = ""):
@@ -35,22 +42,34 @@ class LSTM(Layer):
         """Feature size of the output."""
         return (2 if self.bidirectional else 1) * (self.proj_dim or self.hidden_dim)
 
+    @classmethod
+    def check_spec(cls, spec, where):
+        if not 0 <= spec["proj"] < spec["hidden"]:
+            raise ConfigError(f"{where}.proj: must be in 0..hidden-1 ({spec['hidden'] - 1}), "
+                              f"got {spec['proj']}")
+
+    @classmethod
+    def from_spec(cls, spec, name):
+        return cls(spec["hidden"], spec["num_layers"], spec["type"] == "blstm",
+                   spec["proj"] or None, spec["dropout"], name=name)
+
     def _suffixes(self):
         return ["", "_reverse"] if self.bidirectional else [""]
 
-    def build(self, x):
+    def param_specs(self, dim):
         H, P = self.hidden_dim, self.proj_dim or self.hidden_dim
         init = uniform(1.0 / np.sqrt(H))
-        size = feature_size(self, x)
+        specs = []
         for layer in range(self.num_layers):
             for sfx in self._suffixes():
-                self.add_parameter(f"weight_ih_l{layer}{sfx}", (4 * H, size), init)
-                self.add_parameter(f"weight_hh_l{layer}{sfx}", (4 * H, P), init)
-                self.add_parameter(f"bias_ih_l{layer}{sfx}", (4 * H,), init)
-                self.add_parameter(f"bias_hh_l{layer}{sfx}", (4 * H,), init)
+                specs += [(f"weight_ih_l{layer}{sfx}", (4 * H, dim), init),
+                          (f"weight_hh_l{layer}{sfx}", (4 * H, P), init),
+                          (f"bias_ih_l{layer}{sfx}", (4 * H,), init),
+                          (f"bias_hh_l{layer}{sfx}", (4 * H,), init)]
                 if self.proj_dim:
-                    self.add_parameter(f"weight_hr_l{layer}{sfx}", (P, H), init)
-            size = self.output_dim
+                    specs.append((f"weight_hr_l{layer}{sfx}", (P, H), init))
+            dim = self.output_dim
+        return specs, dim
 
     def forward(self, x):
         h = x
@@ -68,6 +87,16 @@ class LSTM(Layer):
                            p[0]["bias_hh"], w_hr=p[0].get("weight_hr"),
                            name=f"{self.name}.l{layer}")
         return h
+
+    def onnx(self, g, s):
+        from asrkit.layers import onnx
+
+        for layer in range(self.num_layers):
+            dirs = [{_KERNEL_NAMES[k]: self.value(f"{k}_l{layer}{sfx}") for k in _KERNEL_NAMES
+                     if f"{k}_l{layer}{sfx}" in self._params} for sfx in self._suffixes()]
+            lower = onnx.lstmp_layer if self.proj_dim else onnx.lstm_layer
+            s = lower(g, s, dirs, f"{self.name}.lstm_l{layer}")
+        return s
 
     def load_torch_state(self, state: dict) -> None:
         """Copy a torch.nn.LSTM ``state_dict()`` (tensors or arrays) into the parameters."""

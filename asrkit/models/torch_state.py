@@ -7,14 +7,20 @@ The torch side is the module a PyTorch user would write for the same network::
                                                # LSTM(bidirectional=...), Linear, Conv1d, Dropout
         output = torch.nn.Linear(dim, num_classes)
 
-LSTM weights keep torch's names and shapes; a Linear's ``weight`` is asrkit's ``W.T``; a
-Conv1d's ``weight [out, in, K]`` is asrkit's ``W [K, in, out]`` transposed. Values are numpy
-arrays (torch tensors are accepted on import), so torch is never imported here.
+Each layer says how its parameters map onto its torch module (``Layer.torch_names``): LSTM
+weights keep torch's names and shapes; a Linear's ``weight`` is asrkit's ``W.T``; a Conv1d's
+``weight [out, in, K]`` is asrkit's ``W [K, in, out]`` transposed. Values are numpy arrays
+(torch tensors are accepted on import), so torch is never imported here.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from asrkit.layers import torch_layout
+
+# torch buffers that carry no parameter (BatchNorm's step counter)
+_IGNORED_SUFFIXES = (".num_batches_tracked",)
 
 
 def _to_numpy(v) -> np.ndarray:
@@ -23,35 +29,20 @@ def _to_numpy(v) -> np.ndarray:
     return np.asarray(v, np.float32)
 
 
-def _mapping(model) -> list[tuple[str, str, str]]:
-    """``(asrkit name, torch name, layout)`` for every parameter; layout in same|T|conv."""
-    out = []
-    for i, spec in enumerate(model.network["layers"]):
-        prefix = f"layers.{i}"
-        if spec["type"] in ("dense", "tdnn"):
-            out.append((f"{prefix}.W", f"{prefix}.weight",
-                        "T" if spec["type"] == "dense" else "conv"))
-            out.append((f"{prefix}.b", f"{prefix}.bias", "same"))
-    out += [("output.W", "output.weight", "T"), ("output.b", "output.bias", "same")]
-    mapped = {a for a, _, _ in out}
-    out += [(name, name, "same") for name in model.params if name not in mapped]
-    return out
-
-
-def _convert(value: np.ndarray, layout: str, to_torch: bool) -> np.ndarray:
-    if layout == "T":
-        return np.ascontiguousarray(value.T)
-    if layout == "conv":  # [K, in, out] <-> [out, in, K]: the same permutation both ways
-        return np.ascontiguousarray(value.transpose(2, 1, 0))
-    return np.array(value)
+def _mapping(model) -> list[tuple[str, str, object]]:
+    """``(asrkit name, torch name, layout)`` for every parameter, layer by layer."""
+    return [(f"{layer.name}.{key}", f"{layer.name}.{tkey}", layout)
+            for layer in model.net.layers for key, tkey, layout in layer.torch_names()]
 
 
 def to_torch_state_dict(model) -> dict[str, np.ndarray]:
     """The model's parameters under the torch module's names and layouts (numpy float32).
 
-    ``torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()})``.
+    ``torch_module.load_state_dict({k: torch.from_numpy(v) for k, v in sd.items()},
+    strict=False)`` (strict too, unless the module has BatchNorm step counters).
     """
-    return {t: _convert(model.params[a].value, layout, True) for a, t, layout in _mapping(model)}
+    return {t: torch_layout(model.params[a].value, layout, True)
+            for a, t, layout in _mapping(model)}
 
 
 def from_torch_state_dict(model, state_dict: dict, strict: bool = True) -> None:
@@ -64,13 +55,13 @@ def from_torch_state_dict(model, state_dict: dict, strict: bool = True) -> None:
     known = {t for _, t, _ in mapping}
     if strict:
         missing = [t for t in known if t not in state_dict]
-        unknown = [k for k in state_dict if k not in known]
+        unknown = [k for k in state_dict if k not in known and not k.endswith(_IGNORED_SUFFIXES)]
         if missing or unknown:
             raise KeyError(f"torch state dict mismatch: missing {sorted(missing)}, unknown "
                            f"{sorted(unknown)}")
     for a, t, layout in mapping:
         if t in state_dict:
-            value = _convert(_to_numpy(state_dict[t]), layout, False)
+            value = torch_layout(_to_numpy(state_dict[t]), layout, False)
             if value.shape != model.params[a].shape:
                 raise ValueError(f"torch weight '{t}' has shape {list(value.shape)} (as asrkit "
                                  f"'{a}'); the model needs {list(model.params[a].shape)}")

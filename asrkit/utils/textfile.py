@@ -30,11 +30,12 @@ def read_text(path: str | os.PathLike) -> str:
                             f"{e.start})") from None
 
 
-def decode_lines(raw: Iterable[bytes], name: str) -> Iterator[str]:
+def decode_lines(raw: Iterable[bytes], name: str, first_line: int = 1) -> Iterator[str]:
     """The lines of ``raw`` (byte strings, each ending in ``\\n`` but perhaps the last)
     decoded as UTF-8, newline kept; a line that is not UTF-8 raises ``TextFileError`` naming
-    ``name:line`` when it is reached."""
-    for lineno, line in enumerate(raw, start=1):
+    ``name:line`` when it is reached (``first_line``: the number of the first, for a chunk
+    from the middle of a file)."""
+    for lineno, line in enumerate(raw, start=first_line):
         try:
             yield line.decode("utf-8")
         except UnicodeDecodeError as e:

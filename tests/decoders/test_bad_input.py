@@ -176,3 +176,16 @@ def test_text_tables_and_hotwords_that_are_not_utf8_name_file_and_line(tmp_path)
         read_hotwords(path)
     with pytest.raises(IsADirectoryError):
         read_text_table(tmp_path)
+
+
+def test_tokens_files_that_are_not_utf8_or_not_files_are_named(tmp_path):
+    from asrkit.io.tokens import TokenError, TokenTable
+
+    path = tmp_path / "tokens.txt"
+    path.write_bytes(b"<blk> 0\n\xe9 1\n")
+    with pytest.raises(TokenError, match=f"^{path}:2: not UTF-8"):
+        TokenTable.read(path)
+    with pytest.raises(TokenError, match=f"^{tmp_path}: is not a file"):
+        TokenTable.read(tmp_path)
+    path.write_text("<blk> 0\r\na 1\r\n")  # Windows line ends read as before
+    assert TokenTable.read(path).symbols == ["<blk>", "a"]

@@ -63,6 +63,25 @@ NETWORKS = {
         {"type": "tdnn", "dim": 5, "context": 3, "stride": 2},
         {"type": "lstm", "hidden": 4},
         {"type": "dense", "dim": 4, "activation": "elu"}]},
+    "conformer": {"layers": [
+        {"type": "dense", "dim": 8, "activation": "none"},
+        {"type": "conformer", "dim": 8, "heads": 2, "ff_dim": 12, "num_layers": 2,
+         "kernel_size": 5, "dropout": 0.1}]},
+    "conformer_layer_norm": {"layers": [
+        {"type": "dense", "dim": 8, "activation": "none"},
+        {"type": "conformer", "dim": 8, "heads": 4, "kernel_size": 3, "conv_norm": "layer"}]},
+    "conv2d_sub4_conformer": {"layers": [
+        {"type": "dense", "dim": 16, "activation": "tanh"},
+        {"type": "conv2d_subsampling", "dim": 8, "factor": 4, "channels": 3},
+        {"type": "conformer", "dim": 8, "heads": 2, "kernel_size": 3}]},
+    "conv2d_sub6": {"layers": [
+        {"type": "dense", "dim": 16, "activation": "tanh"},
+        {"type": "conv2d_subsampling", "dim": 6, "factor": 6, "channels": 2}]},
+    "conv2d_sub8_transformer": {"layers": [
+        {"type": "dense", "dim": 16, "activation": "tanh"},
+        {"type": "conv2d_subsampling", "dim": 8, "factor": 8, "channels": 2},
+        {"type": "transformer", "dim": 8, "heads": 2, "ff_dim": 10, "num_layers": 2,
+         "activation": "gelu"}]},
 }
 
 
@@ -79,8 +98,12 @@ def _model(net, seed=0):
     model = Model(net, D, TOKENS, blank=0)
     # random (not freshly initialised: biases are zero there) parameters of a healthy scale
     rng = np.random.default_rng(seed)
-    model.load_state_dict({k: rng.uniform(-0.6, 0.6, v.shape).astype(np.float32)
-                           for k, v in model.state_dict().items()})
+    state = {k: rng.uniform(-0.6, 0.6, v.shape).astype(np.float32)
+             for k, v in model.state_dict().items()}
+    for k in state:
+        if k.endswith("running_var"):  # a variance: positive
+            state[k] = np.abs(state[k]) + 0.5
+    model.load_state_dict(state)
     return model
 
 

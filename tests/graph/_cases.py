@@ -281,3 +281,51 @@ CASES = {
     "recurrence[go_backwards]": _recurrence(True), "ctc_loss": _ctc,
     "cross_entropy_with_softmax": _ce(0.0), "cross_entropy_with_softmax[smoothing]": _ce(0.1),
 }
+
+
+# -- attention and the Conformer's convolutions (asrkit.ops.attention, .depthwise, .conv2d) ---
+def _mhsa(rel=False, **masks):
+    def build(rng):
+        from asrkit.ops.attention import mhsa
+
+        x, fx = seq(rng, D=4)
+        s = 0.5
+        pos = dict(w_pos=param(rng, (4, 4), "Wpos") * s, pos_bias_u=param(rng, (2, 2), "u"),
+                   pos_bias_v=param(rng, (2, 2), "v")) if rel else {}
+        y = mhsa(x, param(rng, (12, 4), "Win") * s, param(rng, (12,), "bin"),
+                 param(rng, (4, 4), "Wout") * s, param(rng, (4,), "bout"), 2, **pos, **masks)
+        return y, {x: fx}, {}
+    return build
+
+
+def _positional_encoding(rng):
+    from asrkit.ops.attention import positional_encoding
+
+    x, fx = seq(rng, D=4)
+    return positional_encoding(x, 2.0), {x: fx}, {}
+
+
+def _depthwise(padding):
+    def build(rng):
+        from asrkit.ops.depthwise import depthwise_conv1d
+
+        x, fx = seq(rng, D=3)
+        return depthwise_conv1d(x, param(rng, (3, 3)), padding), {x: fx}, {}
+    return build
+
+
+def _conv2d(rng):
+    from asrkit.ops.conv2d import conv2d
+
+    x, fx = seq(rng, dims=(5, 2))
+    return conv2d(x, param(rng, (2, 3, 2, 3)), (2, 2)), {x: fx}, {}
+
+
+CASES.update({
+    "mhsa": _mhsa(), "mhsa[rel_pos]": _mhsa(True),
+    "mhsa[rel_pos,causal]": _mhsa(True, causal=True),
+    "mhsa[chunked]": _mhsa(chunk_size=2, left_chunks=0),
+    "positional_encoding": _positional_encoding,
+    "depthwise_conv1d": _depthwise("same"), "depthwise_conv1d[causal]": _depthwise("causal"),
+    "conv2d": _conv2d,
+})

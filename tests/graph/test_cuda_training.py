@@ -89,7 +89,8 @@ LEARNERS = {
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("name", list(LEARNERS))
+@pytest.mark.parametrize("name", [  # ~15 s each in the simulator: two by default, all --runslow
+    pytest.param(n, marks=() if n in ("sgd", "adam") else pytest.mark.slow) for n in LEARNERS])
 def test_update_on_the_device_matches_the_host(tmp_path, name):
     pytest.importorskip("kaldi_io")
     data, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=6, dim=3, frames_per_token=2)
@@ -141,6 +142,7 @@ def test_parameters_stay_on_the_device_between_steps(tmp_path, monkeypatch):
 
 
 @pytest.mark.cuda
+@pytest.mark.slow  # 2-3 minutes of simulated kernels on 2 cores: run with --runslow
 def test_checkpoint_and_resume_on_the_device(tmp_path):
     pytest.importorskip("kaldi_io")
     import os

@@ -78,11 +78,14 @@ def test_sentence_markers_in_text_name_the_line(tmp_path):
         count_ngrams(str(path), 2)
 
 
-def test_bad_utf8_names_the_line(tmp_path):
+@pytest.mark.parametrize("chunk_bytes", [1 << 18, 8])
+def test_bad_utf8_names_the_line(tmp_path, chunk_bytes):
+    from asrkit.utils.textfile import TextFileError
+
     path = tmp_path / "t.txt"
-    path.write_bytes(b"a b\nc \xff d\n")
-    with pytest.raises(TextFormatError, match=r"t\.txt:2: not UTF-8"):
-        count_ngrams(str(path), 2)
+    path.write_bytes(b"a b\nc d\ne f\ng \xff d\n")
+    with pytest.raises(TextFileError, match=r"t\.txt:4: not UTF-8"):
+        count_ngrams(str(path), 2, chunk_bytes=chunk_bytes)
 
 
 def test_many_chunk_merges_on_a_larger_text_give_the_one_chunk_counts(tmp_path):

@@ -1,8 +1,9 @@
-"""ONNX lowerings of the acoustic-network layers (``asrkit.config.acoustic_net``).
+"""ONNX lowerings the layers' ``onnx`` methods are written with (``asrkit.export`` drives them).
 
-Each function takes a :class:`GraphBuilder`, the running :class:`Stream` (the current value
-``[T, B, D]`` with its per-sequence lengths) and the layer's parameters, emits the nodes, and
-returns the new stream. The lowerings keep asrkit's sequence semantics:
+Each function takes a graph builder (``asrkit.export.onnx_graph.GraphBuilder``: ``op``,
+``weight``, ``const``, ``fresh``), the running :class:`Stream` (the current value ``[T, B, D]``
+with its per-sequence lengths) and weights, emits the nodes, and returns the new stream. The
+lowerings keep asrkit's sequence semantics:
 
 - frames past a sequence's length are zeros wherever a later op reads across time (frame
   stacking, TDNN convolution), exactly as asrkit's executor zeroes padding after every op;
@@ -17,8 +18,6 @@ import dataclasses
 import math
 
 import numpy as np
-
-from asrkit.export.onnx_graph import GraphBuilder
 
 # torch/asrkit gate blocks are i, f, g, o; ONNX's LSTM wants i, o, f, c
 _ONNX_GATES = (0, 3, 1, 2)
@@ -47,12 +46,12 @@ class Stream:
         return Stream(x, self.lengths, dim, zero_padding, self.masks)
 
 
-def time_steps(g: GraphBuilder, x: str) -> str:
+def time_steps(g, x: str) -> str:
     """int64 [1]: the (dynamic) first dimension of ``x``."""
     return g.op("Shape", [x], "T", start=0, end=1)
 
 
-def masks(g: GraphBuilder, s: Stream) -> tuple[str, str]:
+def masks(g, s: Stream) -> tuple[str, str]:
     """``(bool [T, B, 1], float32 [T, B, 1])``: frame t of sequence b is within its length."""
     if s.masks is None:
         from onnx import TensorProto
@@ -66,14 +65,14 @@ def masks(g: GraphBuilder, s: Stream) -> tuple[str, str]:
     return s.masks
 
 
-def zero_padding(g: GraphBuilder, s: Stream) -> Stream:
+def zero_padding(g, s: Stream) -> Stream:
     """The stream with frames past each length set to zero (a no-op when they already are)."""
     if s.zero_padding:
         return s
     return s.with_x(g.op("Mul", [s.x, masks(g, s)[1]], "masked"), s.dim, zero_padding=True)
 
 
-def ceil_div_lengths(g: GraphBuilder, lengths: str, stride: int) -> str:
+def ceil_div_lengths(g, lengths: str, stride: int) -> str:
     """int64 [B]: ``ceil(lengths / stride)``."""
     if stride == 1:
         return lengths
@@ -82,7 +81,7 @@ def ceil_div_lengths(g: GraphBuilder, lengths: str, stride: int) -> str:
 
 
 # -- frame stacking / subsampling --------------------------------------------------------------
-def stack_frames(g: GraphBuilder, s: Stream, size: int, stride: int) -> Stream:
+def stack_frames(g, s: Stream, size: int, stride: int) -> Stream:
     """Low frame rate: output frame t' concatenates input frames ``t'*stride .. +size-1``.
 
     ``[T, B, D] -> [ceil(T / stride), B, size * D]``; frames past a sequence's end read zeros.
@@ -107,11 +106,14 @@ def stack_frames(g: GraphBuilder, s: Stream, size: int, stride: int) -> Stream:
 
 
 # -- activations -------------------------------------------------------------------------------
-def activation(g: GraphBuilder, x: str, name: str) -> str:
-    """Apply asrkit's activation ``name`` (relu, tanh, sigmoid, gelu, elu, softplus, none)."""
+def activation(g, x: str, name: str) -> str:
+    """Apply asrkit's activation ``name`` (relu, tanh, sigmoid, gelu, elu, softplus, swish,
+    none)."""
     simple = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "softplus": "Softplus"}
     if name == "none":
         return x
+    if name == "swish":
+        return g.op("Mul", [x, g.op("Sigmoid", [x])], "swish")
     if name in simple:
         return g.op(simple[name], [x], name)
     if name == "elu":
@@ -126,7 +128,7 @@ def activation(g: GraphBuilder, x: str, name: str) -> str:
 
 
 # -- dense and TDNN ----------------------------------------------------------------------------
-def dense(g: GraphBuilder, s: Stream, W: np.ndarray, b: np.ndarray, act: str, hint: str
+def dense(g, s: Stream, W: np.ndarray, b: np.ndarray, act: str, hint: str
           ) -> Stream:
     """``x @ W + b`` then the activation; ``W [D, O]``, ``b [O]``."""
     y = g.op("Add", [g.op("MatMul", [s.x, g.weight(W, f"{hint}.W")]), g.weight(b, f"{hint}.b")],
@@ -134,7 +136,7 @@ def dense(g: GraphBuilder, s: Stream, W: np.ndarray, b: np.ndarray, act: str, hi
     return s.with_x(activation(g, y, act), W.shape[1])
 
 
-def tdnn(g: GraphBuilder, s: Stream, W: np.ndarray, b: np.ndarray, dilation: int, stride: int,
+def tdnn(g, s: Stream, W: np.ndarray, b: np.ndarray, dilation: int, stride: int,
          act: str, hint: str) -> Stream:
     """Centred ('same') 1-D convolution over time, ``W [K, D, O]``, then bias and activation.
 
@@ -162,7 +164,7 @@ def _onnx_gates(w: np.ndarray, H: int) -> np.ndarray:
     return np.concatenate([w[k * H:(k + 1) * H] for k in _ONNX_GATES], axis=0)
 
 
-def lstm_layer(g: GraphBuilder, s: Stream, directions: list[dict], hint: str) -> Stream:
+def lstm_layer(g, s: Stream, directions: list[dict], hint: str) -> Stream:
     """One (bi)directional LSTM layer through ONNX's ``LSTM`` op.
 
     ``directions``: one or two dicts (forward, then backward) of torch-layout weights
@@ -189,12 +191,12 @@ def lstm_layer(g: GraphBuilder, s: Stream, directions: list[dict], hint: str) ->
     return s.with_x(y, nd * H)
 
 
-def _lstmp_body(g: GraphBuilder, w_hh: np.ndarray, w_hr: np.ndarray, hint: str):
+def _lstmp_body(g, w_hh: np.ndarray, w_hr: np.ndarray, hint: str):
     """The Scan body of one projected LSTM step (torch's LSTM with ``proj_size``)."""
     from onnx import TensorProto, helper
 
     H, P = w_hr.shape[1], w_hr.shape[0]
-    body = GraphBuilder(parent=g)
+    body = type(g)(parent=g)
     h_in, c_in, xw_t, m_t = (body.fresh(f"{hint}.{n}") for n in ("h", "c", "xw", "valid"))
     gates = body.op("Add", [xw_t, body.op("MatMul", [h_in, g.weight(w_hh.T, f"{hint}.R")])],
                     "gates")
@@ -217,7 +219,7 @@ def _lstmp_body(g: GraphBuilder, w_hh: np.ndarray, w_hr: np.ndarray, hint: str):
     return body.make_graph(body.fresh(f"{hint}_step"), inputs, outputs)
 
 
-def lstmp_direction(g: GraphBuilder, s: Stream, d: dict, reverse: bool, hint: str) -> str:
+def lstmp_direction(g, s: Stream, d: dict, reverse: bool, hint: str) -> str:
     """One projected LSTM direction as an ONNX ``Scan``; returns ``y [T, B, P]``.
 
     ONNX's LSTM op has no projection, so the recurrence is a Scan over time whose body does one
@@ -252,10 +254,162 @@ def _float_tensor(value: float):
     return helper.make_tensor("value", TensorProto.FLOAT, [1], [value])
 
 
-def lstmp_layer(g: GraphBuilder, s: Stream, directions: list[dict], hint: str) -> Stream:
+def lstmp_layer(g, s: Stream, directions: list[dict], hint: str) -> Stream:
     """One (bi)directional projected LSTM layer; output ``[T, B, nd*P]`` (forward first)."""
     ys = [lstmp_direction(g, s, d, reverse=k == 1, hint=f"{hint}{'_reverse' if k else ''}")
           for k, d in enumerate(directions)]
     P = directions[0]["w_hr"].shape[0]
     y = ys[0] if len(ys) == 1 else g.op("Concat", ys, hint, axis=2)
     return s.with_x(y, P * len(ys), zero_padding=True)
+
+
+# -- Transformer and Conformer pieces ----------------------------------------------------------
+def linear(g, x: str, W: np.ndarray, b: np.ndarray | None, hint: str) -> str:
+    """``x @ W (+ b)`` for asrkit's ``W [in, out]``."""
+    y = g.op("MatMul", [x, g.weight(W, f"{hint}.W")], hint)
+    return y if b is None else g.op("Add", [y, g.weight(b, f"{hint}.b")], hint)
+
+
+def layer_norm(g, x: str, weight: np.ndarray, bias: np.ndarray, eps: float, hint: str) -> str:
+    """LayerNormalization over the last axis (opset 17)."""
+    return g.op("LayerNormalization", [x, g.weight(weight, f"{hint}.weight"),
+                                       g.weight(bias, f"{hint}.bias")], hint, axis=-1,
+                epsilon=float(eps))
+
+
+def batch_norm_eval(g, x: str, weight, bias, mean, var, eps: float, hint: str) -> str:
+    """Batch normalisation with running statistics, folded into one scale and shift."""
+    scale = (np.asarray(weight, np.float64) / np.sqrt(np.asarray(var, np.float64) + eps))
+    shift = np.asarray(bias, np.float64) - np.asarray(mean, np.float64) * scale
+    return g.op("Add", [g.op("Mul", [x, g.weight(scale.astype(np.float32), f"{hint}.scale")]),
+                        g.weight(shift.astype(np.float32), f"{hint}.shift")], hint)
+
+
+def glu(g, x: str, hint: str) -> str:
+    """``a * sigmoid(b)`` of the two halves of the last axis."""
+    a, b = g.op("Split", [x], f"{hint}.half", outputs=2, axis=-1)
+    return g.op("Mul", [a, g.op("Sigmoid", [b])], hint)
+
+
+def depthwise_conv(g, s: Stream, W: np.ndarray, b: np.ndarray | None, left: int, hint: str
+                   ) -> Stream:
+    """Depthwise convolution over time, ``W [K, C]`` (``asrkit.ops.depthwise_conv1d``): a
+    grouped ``Conv`` on ``[B, C, T]`` with ``left`` frames of zeros before, ``K-1-left`` after;
+    frames past each length read zeros."""
+    K, C = W.shape
+    s = zero_padding(g, s)
+    xc = g.op("Transpose", [s.x], "ncw", perm=[1, 2, 0])
+    inputs = [xc, g.weight(W.T[:, None, :], f"{hint}.W")]
+    if b is not None:
+        inputs.append(g.weight(b, f"{hint}.b"))
+    # one zero frame beyond the window keeps Conv's input longer than K even when T is 0
+    # (it refuses shorter inputs); the extra output frame is sliced off
+    inputs[0] = g.op("Pad", [xc, g.const([0, 0, left, 0, 0, K - left])], f"{hint}.padded")
+    y = g.op("Conv", inputs, hint, kernel_shape=[K], group=C)
+    y = g.op("Slice", [y, g.const([0]), time_steps(g, s.x), g.const([2])], hint)
+    return s.with_x(g.op("Transpose", [y], "tbd", perm=[2, 0, 1]), C)
+
+
+def _sinusoids(g, positions: str, D: int) -> str:
+    """``[N, D]`` sin/cos table (``asrkit.ops.attention``'s) for float positions ``[N]``."""
+    div = np.exp(np.arange(0, D, 2, dtype=np.float32) * np.float32(-(math.log(10000.0) / D)))
+    arg = g.op("Mul", [g.op("Unsqueeze", [positions, g.const([1])]),
+                       g.weight(div, "pe_div")], "pe_arg")  # [N, ceil(D/2)]
+    pair = [g.op("Unsqueeze", [g.op(op, [arg]), g.const([2])]) for op in ("Sin", "Cos")]
+    pe = g.op("Reshape", [g.op("Concat", pair, "pe", axis=2), g.const([0, 2 * len(div)])],
+              "pe")  # (not -1: N may be 0)
+    return g.op("Slice", [pe, g.const([0]), g.const([D]), g.const([1])], "pe") if D % 2 else pe
+
+
+def _time_float(g, x: str) -> str:
+    """float32 scalar: T of ``x``."""
+    from onnx import TensorProto
+
+    T = g.op("Squeeze", [time_steps(g, x), g.const([0])], "T_scalar")
+    return g.op("Cast", [T], "T_float", to=TensorProto.FLOAT)
+
+
+def abs_pos_encoding(g, s: Stream, scale: float) -> Stream:
+    """``x * scale + PE[t]`` (``asrkit.ops.positional_encoding``)."""
+    T = _time_float(g, s.x)
+    t = g.op("Range", [g.const(0.0, np.float32), T, g.const(1.0, np.float32)], "pe_t")
+    pe = g.op("Unsqueeze", [_sinusoids(g, t, s.dim), g.const([1])], "pe")  # [T, 1, D]
+    y = g.op("Add", [g.op("Mul", [s.x, g.const(scale, np.float32)]), pe], "pos_enc")
+    return s.with_x(y, s.dim)
+
+
+def rel_pos_embedding(g, x: str, D: int) -> str:
+    """``[2T-1, D]``: ``asrkit.ops.attention.rel_pos_embedding`` of ``x``'s T."""
+    T = _time_float(g, x)
+    one = g.const(1.0, np.float32)
+    pos = g.op("Range", [g.op("Sub", [T, one]), g.op("Neg", [T]), g.op("Neg", [one])], "rel_t")
+    return _sinusoids(g, pos, D)
+
+
+def mhsa(g, s: Stream, num_heads: int, w_in, b_in, w_out, b_out, hint: str, w_pos=None,
+         pos_bias_u=None, pos_bias_v=None) -> Stream:
+    """Multi-head self-attention (``asrkit.ops.mhsa``) with key padding from the lengths and,
+    given ``w_pos``, ESPnet's relative positions (``rel_shift`` as a ``GatherElements``)."""
+    D = s.dim
+    H, dk = num_heads, s.dim // num_heads
+    s = zero_padding(g, s)
+    qkv = g.op("Add", [g.op("MatMul", [s.x, g.weight(w_in.T, f"{hint}.w_in")]),
+                       g.weight(b_in, f"{hint}.b_in")], f"{hint}.qkv")
+    heads = []
+    for part in g.op("Split", [qkv], f"{hint}.qkv", outputs=3, axis=2):
+        h = g.op("Reshape", [part, g.const([0, 0, H, dk])], f"{hint}.heads")
+        heads.append(g.op("Transpose", [h], f"{hint}.bhtd", perm=[1, 2, 0, 3]))  # [B,H,T,dk]
+    q, k, v = heads
+    kt = g.op("Transpose", [k], f"{hint}.kt", perm=[0, 1, 3, 2])
+    scale = g.const(1.0 / math.sqrt(dk), np.float32)
+    if w_pos is None:
+        scores = g.op("MatMul", [q, kt], f"{hint}.scores")
+    else:
+        u = g.weight(np.asarray(pos_bias_u).reshape(1, H, 1, dk), f"{hint}.pos_bias_u")
+        vb = g.weight(np.asarray(pos_bias_v).reshape(1, H, 1, dk), f"{hint}.pos_bias_v")
+        ac = g.op("MatMul", [g.op("Add", [q, u]), kt], f"{hint}.ac")
+        pos = g.op("MatMul", [rel_pos_embedding(g, s.x, D), g.weight(w_pos.T, f"{hint}.w_pos")])
+        pos = g.op("Transpose", [g.op("Reshape", [pos, g.const([0, H, dk])])], f"{hint}.pos",
+                   perm=[1, 2, 0])  # [H, dk, 2T-1]
+        bd = g.op("MatMul", [g.op("Add", [q, vb]), pos], f"{hint}.bd")  # [B, H, T, 2T-1]
+        # out[i, j] = bd[i, T-1-i+j]
+        T = g.op("Squeeze", [time_steps(g, s.x), g.const([0])], "T_scalar")
+        r = g.op("Range", [g.const(0), T, g.const(1)], "t")
+        idx = g.op("Add", [g.op("Sub", [g.op("Sub", [T, g.const(1)]),
+                                        g.op("Unsqueeze", [r, g.const([1])])]),
+                           g.op("Unsqueeze", [r, g.const([0])])], f"{hint}.rel_idx")
+        shape = g.op("Concat", [g.op("Shape", [bd], start=0, end=3), time_steps(g, s.x)],
+                     f"{hint}.shape", axis=0)
+        idx = g.op("Expand", [idx, shape], f"{hint}.rel_idx")
+        scores = g.op("Add", [ac, g.op("GatherElements", [bd, idx], f"{hint}.bd", axis=3)],
+                      f"{hint}.scores")
+    scores = g.op("Mul", [scores, scale], f"{hint}.scores")
+    # keys past each length: a large finite negative (an all-padding row stays finite)
+    T = g.op("Squeeze", [time_steps(g, s.x), g.const([0])], "T_scalar")
+    keys = g.op("Less", [g.op("Unsqueeze", [g.op("Range", [g.const(0), T, g.const(1)]),
+                                            g.const([0])]),
+                         g.op("Unsqueeze", [s.lengths, g.const([1])])], f"{hint}.keys")
+    keys = g.op("Unsqueeze", [keys, g.const([1, 2])], f"{hint}.keys")  # [B, 1, 1, T]
+    scores = g.op("Where", [keys, scores, g.const(-1e30, np.float32)], f"{hint}.masked")
+    probs = g.op("Softmax", [scores], f"{hint}.probs", axis=-1)
+    o = g.op("Transpose", [g.op("MatMul", [probs, v])], f"{hint}.tbhd", perm=[2, 0, 1, 3])
+    o = g.op("Reshape", [o, g.const([0, 0, D])], f"{hint}.o")
+    y = g.op("Add", [g.op("MatMul", [o, g.weight(w_out.T, f"{hint}.w_out")]),
+                     g.weight(b_out, f"{hint}.b_out")], hint)
+    return s.with_x(y, D)
+
+
+def conv2d_relu(g, x: str, W: np.ndarray, b: np.ndarray, stride: tuple, hint: str) -> str:
+    """Valid ``Conv`` + ``Relu`` on ``[B, C, T, F]`` for asrkit's ``W [Kt, Kf, C, O]``."""
+    y = g.op("Conv", [x, g.weight(W.transpose(3, 2, 0, 1), f"{hint}.W"),
+                      g.weight(b, f"{hint}.b")], hint, kernel_shape=list(W.shape[:2]),
+             strides=list(stride))
+    return g.op("Relu", [y], hint)
+
+
+def valid_lengths(g, lengths: str, K: int, stride: int) -> str:
+    """int64 [B]: ``max((L - K) // stride + 1, 0)``."""
+    n = g.op("Div", [g.op("Add", [lengths, g.const(stride - K)]), g.const(stride)], "lengths")
+    # Div truncates toward zero: L < K can give 0 where floor gives -1; clamp both to >= 0
+    n = g.op("Where", [g.op("Less", [lengths, g.const(K)]), g.const(0), n], "lengths")
+    return g.op("Max", [n, g.const(0)], "lengths")
