@@ -169,7 +169,7 @@ def _test_set(model_dir: str, data_dir: str, exports: dict[str, str],
         row = {"wer": round(rep.error_rate, 3), "wer_line": rep.summary_line(),
                "seconds": round(seconds[name], 3)}
         if name in networks:
-            row["network_seconds"] = round(networks[name].seconds, 3)
+            row["network_seconds"] = round(networks[name].seconds, 6)
             row["network_rtf"] = round(networks[name].seconds / audio_s, 5) if audio_s else None
             row["same_text_as_asrkit"] = sum(hyps[name][u] == hyps["asrkit"][u]
                                               for u in hyps[name])

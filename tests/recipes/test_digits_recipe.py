@@ -13,8 +13,10 @@ import pytest
 
 pytestmark = pytest.mark.recipe
 RECIPE = os.path.join(os.path.dirname(__file__), "..", "..", "recipes", "digits")
+SHARED_FSDD = os.path.join(RECIPE, "..", "..", "..", "shared", "corpora", "fsdd-4spk")
 
 
+@pytest.mark.skipif(not os.path.isdir(SHARED_FSDD), reason="no shared FSDD copy (../shared)")
 def test_digits_recipe_runs_end_to_end(tmp_path):
     work = tmp_path / "digits"
     shutil.copytree(RECIPE, work, ignore=shutil.ignore_patterns("data", "exp"))
@@ -24,7 +26,7 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     r = subprocess.run(["bash", str(work / "run.sh"), "--train-speakers", "6", "--dev-speakers",
                         "2", "--test-speakers", "2", "--utts-per-speaker", "5",
                         "--pretrain-epochs", "1", "--epochs", "1", "--loso-epochs", "1",
-                        "--fsdd-takes", "2", "--no-prepare", "--jobs", "1"],
+                        "--fsdd-takes", "2", "--fsdd", SHARED_FSDD, "--no-prepare", "--jobs", "1"],
                        capture_output=True, text=True, env=env, timeout=1200)
     assert r.returncode == 0, r.stdout + r.stderr
     for stage in range(10):
