@@ -196,8 +196,7 @@ def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):
                ASRKIT_CACHE=str(tmp_path / "cache"))
     cmd = ["bash", str(root / "digits" / "run.sh"), "--stop-stage", "0", "--no-prepare",
            "--train-speakers", "4", "--dev-speakers", "1", "--test-speakers", "2",
-           "--utts-per-speaker", "3", "--fsdd-takes", "2", "--fsdd", str(full),
-           "--test-speaker", "nicolas"]
+           "--utts-per-speaker", "3", "--fsdd-takes", "2", "--fsdd", str(full)]
     t0 = time.time()
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     first = time.time() - t0
@@ -208,7 +207,7 @@ def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):
     from asrkit.io import validate_data_dir
 
     speakers = ("jackson", "nicolas", "yweweler", "lucas")
-    dirs = ["train", "dev", "test", "test_real", "synth/train", "synth/dev", "synth/test"] + \
+    dirs = ["synth/train", "synth/dev", "synth/test"] + \
         [f"fsdd/{s}/{p}" for s in speakers for p in ("train", "dev", "test")]
     for d in dirs:
         assert [p for p in validate_data_dir(str(data / d)) if p.severity == "error"] == [], d
@@ -220,12 +219,14 @@ def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):
         assert sum("-iso-" in u for u in _table(data / f"fsdd/{s}/train/text")) == 10
         assert {u.rsplit("-", 1)[1] for u in _table(data / f"fsdd/{s}/dev/text")
                 if "-iso-" in u} == {"00"}
-    # the fold: nicolas only in test_real, the others in train; theo and george nowhere
-    train_spk = set(_table(data / "train/utt2spk").values())
-    assert not any("nicolas" in s for s in train_spk)
-    assert {s.split("-")[1] for s in train_spk if s.startswith("fsdd-")} == \
-        {"jackson", "yweweler", "lucas"}
-    assert set(_table(data / "test_real/utt2spk").values()) == {"fsdd-nicolas"}
+    # no fold is combined here (the recipe's train and loso stages combine the parts they need);
+    # every speaker's parts hold that speaker alone; theo and george are nowhere
+    assert "test_speaker none" in (data / "fold.txt").read_text()
+    assert not (data / "train").exists() and not (data / "test_real").exists()
+    for s in speakers:
+        for p in ("train", "dev", "test"):
+            spk = set(_table(data / f"fsdd/{s}/{p}/utt2spk").values())  # perturbed: -vN
+            assert spk and all(k == f"fsdd-{s}" or k.startswith(f"fsdd-{s}-v") for k in spk)
     everything = "".join(p.read_text() for p in data.rglob("wav.scp"))
     assert "theo" not in everything and "george" not in everything
     # FSDD says "zero"; the synthetic voices say "oh" too; transcripts are digit words
@@ -242,8 +243,8 @@ def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):
         return {dict(kv.split("=", 1) for kv in line.split()[1:])["talker"] for line in lines}
     assert not talkers("synth/train") & talkers("synth/test")
     # 16 kHz 16-bit audio whose durations utt2dur states
-    wavs = _table(data / "train/wav.scp")
-    durs = _table(data / "train/utt2dur")
+    wavs = _table(data / "synth/train/wav.scp")
+    durs = _table(data / "synth/train/utt2dur")
     for utt in list(wavs)[:20]:
         info = sf.info(wavs[utt])
         assert info.samplerate == 16000 and info.subtype == "PCM_16"
