@@ -12,14 +12,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from asrkit.kernels._device import cuda_simulated
+from asrkit.kernels.cuda.layout import launch
 from asrkit.kernels.reference.conv import windows2d
-
-THREADS = 32 if cuda_simulated() else 256  # simulated threads are Python threads
-
-
-def _grid(n):
-    return (max((n + THREADS - 1) // THREADS, 1), THREADS)
 
 
 def _dev(a, dtype):
@@ -81,7 +75,7 @@ def depthwise_conv1d(x, w, left):
     K = int(w.shape[0])
     y = cuda.device_array((T, B, C), dt)
     if y.size:
-        _dw_fwd[_grid(y.size)](x, _dev(w, dt), y, T, B, C, K, int(left))
+        _dw_fwd[launch(y.size)](x, _dev(w, dt), y, T, B, C, K, int(left))
     return y
 
 
@@ -94,8 +88,8 @@ def depthwise_conv1d_backward(g, x, w, left):
     gx = cuda.device_array((T, B, C), dt)
     gw = cuda.device_array((K, C), dt)
     if gx.size:
-        _dw_bwd_x[_grid(gx.size)](g, w, gx, T, B, C, K, int(left))
-    _dw_bwd_w[_grid(gw.size)](g, x, gw, T, B, C, K, int(left))
+        _dw_bwd_x[launch(gx.size)](g, w, gx, T, B, C, K, int(left))
+    _dw_bwd_w[launch(gw.size)](g, x, gw, T, B, C, K, int(left))
     return gx, gw
 
 
@@ -135,7 +129,7 @@ def unfold2d(x, Kt, Kf, st, sf):
     To, Fo = windows2d(T, F, Kt, Kf, st, sf)
     cols = cuda.device_array((To, B, Fo, Kt, Kf, C), np.dtype(x.dtype))
     if cols.size:
-        _unfold[_grid(cols.size)](x, cols, To, B, Fo, Kt, Kf, C, st, sf)
+        _unfold[launch(cols.size)](x, cols, To, B, Fo, Kt, Kf, C, st, sf)
     return cols
 
 
@@ -144,7 +138,7 @@ def fold2d(gcols, T, F, st, sf):
     To, B, Fo, Kt, Kf, C = tuple(gcols.shape)
     gx = cuda.device_array((T, B, F, C), np.dtype(gcols.dtype))
     if gx.size:
-        _fold[_grid(gx.size)](gcols, gx, T, B, F, C, To, Fo, Kt, Kf, st, sf)
+        _fold[launch(gx.size)](gcols, gx, T, B, F, C, To, Fo, Kt, Kf, st, sf)
     return gx
 
 
@@ -164,5 +158,5 @@ def scale_add_rows(x, pe, scale):
     dt = np.dtype(x.dtype)
     y = cuda.device_array((T, B, D), dt)
     if y.size:
-        _scale_add_rows[_grid(y.size)](x, _dev(pe, dt), y, T, B, D, dt.type(scale))
+        _scale_add_rows[launch(y.size)](x, _dev(pe, dt), y, T, B, D, dt.type(scale))
     return y

@@ -21,33 +21,34 @@ def _as3(a):
     return a.reshape((T, B, a.size // (T * B) if T * B else 1))
 
 
+@cuda.jit(device=True)
+def _source(i, T, B, C, K, stride, dilation, left):
+    """The flat index of x ``[T, B, C]`` that entry ``i`` of cols ``[T', B, K, C]`` reads, or -1
+    where its frame falls outside ``[0, T)``."""
+    c = i % C
+    k = (i // C) % K
+    b = (i // (C * K)) % B
+    to = i // (C * K * B)
+    t = to * stride - left + k * dilation
+    return (t * B + b) * C + c if 0 <= t < T else -1
+
+
 @cuda.jit
 def _gather(x, cols, T, B, C, K, stride, dilation, left):
     """cols[t', b, k, c] = x[t'*stride - left + k*dilation, b, c] (zero outside [0, T))."""
     i = cuda.grid(1)
     if i < cols.size:
-        c = i % C
-        k = (i // C) % K
-        b = (i // (C * K)) % B
-        to = i // (C * K * B)
-        t = to * stride - left + k * dilation
-        if 0 <= t < T:
-            cols[i] = x[(t * B + b) * C + c]
-        else:
-            cols[i] = 0
+        j = _source(i, T, B, C, K, stride, dilation, left)
+        cols[i] = x[j] if j >= 0 else 0
 
 
 @cuda.jit
 def _scatter(gcols, gx, T, B, C, K, stride, dilation, left):
     i = cuda.grid(1)
     if i < gcols.size:
-        c = i % C
-        k = (i // C) % K
-        b = (i // (C * K)) % B
-        to = i // (C * K * B)
-        t = to * stride - left + k * dilation
-        if 0 <= t < T:
-            cuda.atomic.add(gx, (t * B + b) * C + c, gcols[i])
+        j = _source(i, T, B, C, K, stride, dilation, left)
+        if j >= 0:
+            cuda.atomic.add(gx, j, gcols[i])
 
 
 def gather_windows(x, K, stride, dilation, left, T_out):
