@@ -20,6 +20,7 @@ from asrkit.config.acoustic_net import (
     check_parameter_memory,
     parse_network,
 )
+from asrkit.training.criteria import CRITERION_TYPES
 from asrkit.training.optim import LEARNER_TYPES, LearnerConfig
 from asrkit.training.reader import ReaderConfig, reader_config_from_dict
 
@@ -193,7 +194,7 @@ def parse_train_config(data: dict, path: str = "<config>", overrides=()) -> Trai
     reader.stack_frames = network["stack_frames"]
     reader.subsample_frames = network["subsample_frames"]
     criterion = _section(CriterionConfig, data.get("criterion", {}), f"{path}: [criterion]")
-    _choice(criterion.type, ("ctc", "cross_entropy"), f"{path}: [criterion].type")
+    _choice(criterion.type, CRITERION_TYPES, f"{path}: [criterion].type")
     if criterion.type == "cross_entropy" and not reader.frame_targets:
         raise ConfigError(f"{path}: [criterion].type = \"cross_entropy\" needs [reader]"
                           ".frame_targets (an rspecifier of per-frame class ids)")

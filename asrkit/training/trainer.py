@@ -41,7 +41,7 @@ import numpy as np
 from asrkit import ops
 from asrkit.config.acoustic_net import output_lengths
 from asrkit.distributed import BlockMomentum, Communicator, OneBitAggregator, get_communicator
-from asrkit.graph import Executor, evaluate, forward_backward, get_plan, input_variable
+from asrkit.graph import Executor, evaluate, forward_backward, get_plan
 from asrkit.io.tokens import TokenTable
 from asrkit.models import Model, save
 from asrkit.training.checkpoint import (
@@ -52,6 +52,7 @@ from asrkit.training.checkpoint import (
     write_checkpoint,
 )
 from asrkit.training.config import TrainConfig
+from asrkit.training.criteria import CriterionError, build_criterion
 from asrkit.training.device_optim import DeviceOptimizer
 from asrkit.training.optim import Optimizer, Schedule, clip_gradients
 from asrkit.training.reader import Batch, Reader
@@ -129,22 +130,11 @@ class Trainer:
         self.model = model
         self.param_nodes = list(model.params.values())
         self.params = [p.value for p in self.param_nodes]
-        crit = config.criterion
-        if crit.type == "ctc":
-            self.labels = input_variable((), dtype=np.int32, dynamic_axes=("labels", "batch"),
-                                         name="labels")
-            self.costs = ops.ctc_loss(model.logits, self.labels, blank=model.blank,
-                                      zero_infinity=crit.zero_infinity)
-            self.errors = ops.ctc_greedy_errors(model.logits, self.labels, blank=model.blank)
-        else:  # frame-level cross-entropy against [reader] frame_targets
-            if not getattr(reader, "frame_level", False):
-                raise TrainingError(f"{config.path}: [criterion] type = \"cross_entropy\" needs "
-                                    "[reader] frame_targets (per-frame class ids)")
-            self.labels = input_variable((), dtype=np.int32,
-                                         dynamic_axes=model.logits.dynamic_axes, name="labels")
-            self.costs = ops.cross_entropy_with_softmax(model.logits, self.labels,
-                                                        crit.label_smoothing)
-            self.errors = ops.classification_error(model.logits, self.labels)
+        try:
+            criterion = build_criterion(config.criterion, model, reader, config.path)
+        except CriterionError as e:
+            raise TrainingError(str(e)) from e
+        self.labels, self.costs, self.errors = criterion.labels, criterion.costs, criterion.errors
         self.loss = ops.sum_all(self.costs)
         self.optimizer = Optimizer(config.learner, [p.shape for p in self.params])
         scale = {"none": 1.0, "linear": float(N), "sqrt": math.sqrt(N)}[dist.lr_scale]
