@@ -40,7 +40,7 @@ import sys
 import time
 import zlib
 
-from asrkit.cli.main import CommandError
+from asrkit.cli.main import CommandError, check_workers
 
 COMMAND = "compute-features"
 HELP = "compute fbank/MFCC/spectrogram features and CMVN stats for a Kaldi data directory"
@@ -370,8 +370,7 @@ def run(args) -> int:
     from asrkit.utils import atomic_write_text
 
     t0 = time.time()
-    if args.jobs < 1:
-        raise CommandError(f"--jobs must be >= 1, got {args.jobs}")
+    check_workers(args.jobs, "--jobs")
     if not 0.0 <= args.max_fail_fraction <= 1.0:
         raise CommandError(f"--max-fail-fraction must be in [0, 1], got {args.max_fail_fraction}")
     if args.pipe_timeout is not None:

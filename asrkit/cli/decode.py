@@ -103,7 +103,7 @@ def _check_options(args):
     """Numbers given on the command line: finite and in range, else CommandError."""
     import math
 
-    from asrkit.cli.main import CommandError
+    from asrkit.cli.main import CommandError, check_workers
 
     for name in ("beam", "lattice_beam", "acoustic_scale", "word_insertion_penalty",
                  "frame_shift", "pipe_timeout"):
@@ -114,7 +114,8 @@ def _check_options(args):
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise CommandError(f"--{name.replace('_', '-')} must be > 0, got {value}")
-    for name in ("max_active", "nbest", "nj"):
+    check_workers(args.nj, "--nj")
+    for name in ("max_active", "nbest"):
         if getattr(args, name) < 1:
             raise CommandError(f"--{name.replace('_', '-')} must be >= 1, got "
                                f"{getattr(args, name)}")

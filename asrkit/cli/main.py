@@ -28,6 +28,17 @@ class CommandError(Exception):
     """A user-facing error: printed as ``asrkit: error: MESSAGE`` with exit status 2."""
 
 
+MAX_WORKERS = 256  # more worker processes than this is a typo, not a machine
+
+
+def check_workers(value, option: str) -> None:
+    """Raise CommandError unless ``value`` (an ``--nj``/``--jobs`` count; None = the default)
+    is an int in [1, MAX_WORKERS]; ``option`` is the flag named in the message."""
+    if value is not None and not 1 <= value <= MAX_WORKERS:
+        raise CommandError(f"{option} must be a number of processes in [1, {MAX_WORKERS}], "
+                           f"got {value}")
+
+
 def _command_modules():
     import asrkit.cli as pkg
 

@@ -134,9 +134,10 @@ def _print_events(path, events, as_json: bool) -> None:
 
 def run(args) -> int:
     """Transcribe each file; exit 1 if any failed, 2 on a bad model folder or option."""
-    from asrkit.cli.main import CommandError
+    from asrkit.cli.main import CommandError, check_workers
     from asrkit.recognizer import Recognizer, RecognizerError
 
+    check_workers(args.nj, "--nj")
     if args.stream and (args.chunk is None or not 0 < args.chunk <= 60):
         raise CommandError(f"--chunk must be seconds in (0, 60], got {args.chunk}")
     if args.stream and not 1000 <= args.rate <= 1_000_000:

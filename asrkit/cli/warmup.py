@@ -34,11 +34,10 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     """Warm the cache; exit 1 if any warm-up command failed."""
-    from asrkit.cli.main import CommandError
+    from asrkit.cli.main import CommandError, check_workers
     from asrkit.utils.jit import cache_location, warm
 
-    if args.jobs is not None and args.jobs < 1:
-        raise CommandError(f"--jobs must be at least 1, got {args.jobs}")
+    check_workers(args.jobs, "--jobs")
     if args.background and hasattr(os, "nice"):
         try:
             os.nice(19)

@@ -94,18 +94,19 @@ def read_sentences(path: str | os.PathLike) -> list[list[str]]:
     Literal ``<s>`` and ``</s>`` inside a sentence are errors naming the file and line.
     """
     out = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, start=1):
-                words = line.split()
-                if not words:
-                    continue
-                if BOS in words or EOS in words:
-                    raise TextFormatError(f"{path}:{lineno}: sentences may not contain {BOS} or "
-                                          f"{EOS} (they are added around each line)")
-                out.append(words)
-    except UnicodeDecodeError as e:
-        raise TextFormatError(f"{path}: not UTF-8: {e}") from None
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                words = raw.decode("utf-8").split()
+            except UnicodeDecodeError as e:
+                raise TextFormatError(f"{path}:{lineno}: not UTF-8: {e.reason} at byte "
+                                      f"{e.start} of the line") from None
+            if not words:
+                continue
+            if BOS in words or EOS in words:
+                raise TextFormatError(f"{path}:{lineno}: sentences may not contain {BOS} or "
+                                      f"{EOS} (they are added around each line)")
+            out.append(words)
     return out
 
 

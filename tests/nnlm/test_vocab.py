@@ -34,3 +34,12 @@ def test_bad_vocabularies_and_text(tmp_path):
     t.write_text("a b\n\nc <s> d\n")
     with pytest.raises(TextFormatError, match=r"t.txt:3"):
         read_sentences(t)
+
+
+def test_a_line_that_is_not_utf8_is_named(tmp_path):
+    t = tmp_path / "text.txt"
+    t.write_bytes(b"one two\nthree four\n" + b"caf\xe9 five\n")
+    with pytest.raises(TextFormatError, match=r"text\.txt:3: not UTF-8: invalid .* at byte 3"):
+        read_sentences(t)
+    t.write_bytes(b"one two\n\nthree\n")
+    assert read_sentences(t) == [["one", "two"], ["three"]]
