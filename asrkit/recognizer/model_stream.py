@@ -53,6 +53,21 @@ def subsampling_of(network: dict) -> int:
     return s
 
 
+def front_span(network: dict) -> int:
+    """Input frames an output frame reads beyond its own first one in the valid (unpadded)
+    windows of Conv2d front ends, which give no frame for a window past the input's end."""
+    from asrkit.recognizer.model_stream_conformer import front_end_span
+
+    span, scale = 0, int(network.get("subsample_frames", 1))
+    for spec in network["layers"]:
+        if spec["type"] == "conv2d_subsampling":
+            span += front_end_span(spec["factor"]) * scale
+            scale *= int(spec["factor"])
+        elif spec["type"] == "tdnn":
+            scale *= int(spec.get("stride", 1))
+    return span
+
+
 def whole_utterance_layer(network: dict) -> int | None:
     """Index of the first layer that looks at the whole utterance (a ``blstm``, a
     ``transformer``, a ``conformer`` without ``chunk_size``), or None: the network streams
@@ -267,7 +282,8 @@ class WindowedStream:
         self.input_dim = model.input_dim
         self.subsampling = subsampling_of(model.network)
         self.left, self.right, self.min_new = int(left), int(right), max(int(min_new), 1)
-        self.delay = self.right * self.subsampling
+        self.span = front_span(model.network)
+        self.delay = self.right * self.subsampling + self.span
         self.num_classes = model.num_classes
         self.buf = np.zeros((0, model.input_dim), np.float32)
         self.base = 0       # input frame of buf[0] (a multiple of the subsampling)
@@ -277,7 +293,7 @@ class WindowedStream:
     def _window(self, stop: int, final: bool) -> np.ndarray:
         s = self.subsampling
         first = max(self.n_out - self.left, 0)
-        end_in = self.n_in if final else min((stop + self.right) * s, self.n_in)
+        end_in = self.n_in if final else min((stop + self.right) * s + self.span, self.n_in)
         x = self.buf[first * s - self.base: end_in - self.base]
         logp, _ = self.model(x)
         out = np.ascontiguousarray(logp[self.n_out - first: stop - first], np.float32)
@@ -293,7 +309,8 @@ class WindowedStream:
         feats = np.asarray(feats, np.float32)
         self.buf = np.concatenate([self.buf, feats])
         self.n_in += len(feats)
-        complete = self.n_in // self.subsampling  # output frames whose inputs are all in
+        # output frames whose inputs are all in (frame t reads up to t * s + span)
+        complete = max((self.n_in - 1 - self.span) // self.subsampling + 1, 0)
         stop = complete - self.right
         if stop - self.n_out < self.min_new:
             return np.zeros((0, self.num_classes), np.float32)

@@ -201,3 +201,17 @@ def test_onnx_export_keeps_the_chunk_mask_and_the_causal_convolution(rng):
         np.testing.assert_array_equal(got_len, ref_len)
         for b, n in enumerate(ref_len):
             np.testing.assert_allclose(got[:n, b], ref[:n, b], atol=1e-4)
+
+
+def test_windowed_stream_of_a_whole_utterance_conformer_waits_for_the_front_end(rng):
+    model = _model(_net(0, -1))
+    feats = rng.standard_normal((83, 20)).astype(np.float32)
+    want, _ = model(feats)
+    for right in (0, 3):
+        ms = model_stream(model, left=100, right=right)
+        assert ms.delay == right * 4 + 6
+        got = _feed(ms, feats, [5, 11])
+        assert got.shape == want.shape
+    # all the past and the whole future in view: the offline output
+    ms = model_stream(model, left=100, right=100)
+    np.testing.assert_allclose(_feed(ms, feats, [5, 11]), want, atol=1e-5)
