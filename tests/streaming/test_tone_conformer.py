@@ -52,8 +52,9 @@ def test_streams_equal_offline_and_find_the_words(rec, utterances):
     for k, u in enumerate(utterances):
         offline = rec.transcribe(u.samples, RATE)
         assert offline.text == u.text
+        # a chunked model learns to fire late, up to its chunk (160 ms) after the onset
         for w, (word, start, _) in zip(offline.words, u.words):
-            assert w.word == word and abs(w.start - start) <= 0.12
+            assert w.word == word and -0.05 <= w.start - start <= 0.25
         events = _stream(rec, u.samples, [0.05, 0.13, 0.5][k % 3], endpoint=False)
         (final, _), = [(e, t) for e, t in events if e.kind == "final"]
         assert [w.as_dict() for w in final.words] == [w.as_dict() for w in offline.words]
