@@ -271,7 +271,7 @@ class CarriedStateStream:
 
 
 class WindowedStream:
-    """A network with a backward-in-time layer, re-run over windows (module docstring).
+    """A network that looks at the whole utterance, re-run over windows (module docstring).
 
     left, right: past and future context in output frames; min_new: fewest new output frames
     worth a re-run (fewer wait for the next chunk).

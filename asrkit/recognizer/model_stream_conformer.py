@@ -77,7 +77,8 @@ class Conv2dFrontEnd:
 
     def _compute(self, stop: int) -> np.ndarray:
         first = self.n_out * self.stride
-        h = self.buf[: (stop - 1) * self.stride + self.span + 1][:, None, :, None]  # [T,1,F,1]
+        last = (stop - 1) * self.stride + self.span          # the last input frame read
+        h = self.buf[: last + 1 - first][:, None, :, None]   # [T, 1, F, 1]
         unfold = kernel("conv", "unfold2d", "cpu")
         for (W, b), (_, s) in zip(self.weights, self.convs):
             Kt, Kf, C, O = W.shape
