@@ -24,6 +24,13 @@ with ``conv_module``: ``pointwise_conv1`` (dim -> 2 dim) -> GLU -> ``depthwise_c
 ``pointwise_conv2``. Dropout is not applied to the attention probabilities nor to the
 positional embedding (the fused kernel has no dropout).
 
+A *streaming* Conformer (``chunk_size > 0``, as icefall's streaming Conformer and WeNet's U2):
+each block's attention sees its own chunk of ``chunk_size`` frames and ``left_chunks`` chunks
+before it (-1: all; the kernels' chunk mask, chunks counted from frame 0), and the depthwise
+convolution is causal (``K - 1`` past frames, none ahead). No frame then depends on a frame
+after the end of its chunk, so ``asrkit.recognizer.model_stream`` runs the network chunk by
+chunk with caches and gives the very outputs of the whole-utterance network.
+
 Parameters are ``layers.<k>.<torch name>`` for block k; Linear and pointwise/depthwise Conv1d
 weights are stored for ``x @ W`` (``W [in, out]``, depthwise ``[K, dim]``) and mapped to torch's
 layouts by :meth:`torch_names`.
@@ -44,6 +51,7 @@ from asrkit.ops.depthwise import depthwise_conv1d
 
 LN_EPS = 1e-5
 BN_EPS = 1e-5
+MAX_CHUNK_FRAMES = 100_000   # chunk_size, left_chunks: beyond this only a typo reaches
 
 # torch layouts of the 1x1 and depthwise Conv1d weights: [out, in, 1] and [C, 1, K]
 _POINTWISE = (lambda W: W.T[:, :, None], lambda w: w[:, :, 0].T)
@@ -199,18 +207,31 @@ class ConformerEncoder(_Encoder):
 
     ``[[network.layers]] type = "conformer"``: ``dim``, ``heads``, ``ff_dim`` (0: 4 dim),
     ``num_layers``, ``dropout``, ``kernel_size`` (odd; 31 as ESPnet/icefall), ``conv_norm``
-    (``"batch"``, as they do, or ``"layer"``).
+    (``"batch"``, as they do, or ``"layer"``); streaming (module docstring): ``chunk_size``
+    (frames of this layer's input per attention chunk; 0: whole-utterance attention and a
+    centred convolution) and ``left_chunks`` (chunks of left context; -1: all).
     """
 
     KEYS = {**_Encoder.KEYS, "kernel_size": Key(int, 31, min=1, max=1023),
-            "conv_norm": Key(str, "batch", choices=("batch", "layer"))}
+            "conv_norm": Key(str, "batch", choices=("batch", "layer")),
+            "chunk_size": Key(int, 0, min=0, max=MAX_CHUNK_FRAMES),
+            "left_chunks": Key(int, -1, min=-1, max=MAX_CHUNK_FRAMES)}
 
     def __init__(self, dim, heads=4, ff_dim=0, num_layers=1, dropout=0.0, kernel_size=31,
-                 conv_norm="batch", name=""):
+                 conv_norm="batch", name="", chunk_size=0, left_chunks=-1):
         super().__init__(dim, heads, ff_dim, num_layers, dropout, name or "conformer")
         if kernel_size % 2 == 0:
             raise ValueError(f"conformer: kernel_size={kernel_size} must be odd")
+        if chunk_size < 0 or left_chunks < -1 or (left_chunks != -1 and not chunk_size):
+            raise ValueError(f"conformer: chunk_size={chunk_size} must be >= 0 and "
+                             f"left_chunks={left_chunks} >= -1 (and -1 without a chunk_size)")
         self.kernel_size, self.conv_norm = int(kernel_size), conv_norm
+        self.chunk_size, self.left_chunks = int(chunk_size), int(left_chunks)
+
+    @property
+    def streaming(self) -> bool:
+        """Chunked attention and a causal convolution (``chunk_size > 0``)."""
+        return self.chunk_size > 0
 
     @classmethod
     def check_spec(cls, spec, where):
@@ -218,11 +239,22 @@ class ConformerEncoder(_Encoder):
         if spec["kernel_size"] % 2 == 0:
             raise ConfigError(f"{where}.kernel_size: must be odd (a centred window), got "
                               f"{spec['kernel_size']}")
+        if spec["left_chunks"] != -1 and not spec["chunk_size"]:
+            raise ConfigError(f"{where}.left_chunks: {spec['left_chunks']} needs a "
+                              f"chunk_size (> 0)")
 
     @classmethod
     def from_spec(cls, spec, name):
         return cls(spec["dim"], spec["heads"], spec["ff_dim"], spec["num_layers"],
-                   spec["dropout"], spec["kernel_size"], spec["conv_norm"], name=name)
+                   spec["dropout"], spec["kernel_size"], spec["conv_norm"], name=name,
+                   chunk_size=spec.get("chunk_size", 0), left_chunks=spec.get("left_chunks", -1))
+
+    def _mask(self):
+        """The ``mhsa`` mask options of this encoder."""
+        if not self.streaming:
+            return {}
+        return {"chunk_size": self.chunk_size,
+                "left_chunks": None if self.left_chunks < 0 else self.left_chunks}
 
     def param_specs(self, dim):
         D, F, K, H = self.dim, self.ff_dim, self.kernel_size, self.heads
@@ -261,7 +293,8 @@ class ConformerEncoder(_Encoder):
 
     def _conv(self, x, c):
         h = glu(self._lin(x, f"{c}.pointwise_conv1"))
-        h = depthwise_conv1d(h, self._p(f"{c}.depthwise_conv.W")) + self._p(
+        h = depthwise_conv1d(h, self._p(f"{c}.depthwise_conv.W"),
+                             padding="causal" if self.streaming else "same") + self._p(
             f"{c}.depthwise_conv.b")
         n = f"{c}.norm"
         if self.conv_norm == "batch":
@@ -282,7 +315,8 @@ class ConformerEncoder(_Encoder):
                        self._p(f"{a}.in_proj.bias"), self._p(f"{a}.out_proj.weight"),
                        self._p(f"{a}.out_proj.bias"), self.heads,
                        w_pos=self._p(f"{a}.linear_pos.weight"),
-                       pos_bias_u=self._p(f"{a}.pos_bias_u"), pos_bias_v=self._p(f"{a}.pos_bias_v"))
+                       pos_bias_u=self._p(f"{a}.pos_bias_u"), pos_bias_v=self._p(f"{a}.pos_bias_v"),
+                       **self._mask())
             x = x + self._drop(att)
             x = x + self._drop(self._conv(self._ln(x, f"{p}.norm_conv"), f"{p}.conv_module"))
             x = x + 0.5 * self._drop(self._ff(self._ln(x, f"{p}.norm_ff"), f"{p}.feed_forward"))
@@ -301,6 +335,7 @@ class ConformerEncoder(_Encoder):
         h = onnx.glu(g, self._onnx_lin(g, s.x, f"{c}.pointwise_conv1"), f"{self.name}.{c}.glu")
         h = onnx.depthwise_conv(g, s.with_x(h, self.dim), self.value(f"{c}.depthwise_conv.W"),
                                 self.value(f"{c}.depthwise_conv.b"),
+                                self.kernel_size - 1 if self.streaming else
                                 (self.kernel_size - 1) // 2, f"{self.name}.{c}.depthwise").x
         n = f"{c}.norm"
         if self.conv_norm == "batch":
@@ -328,7 +363,7 @@ class ConformerEncoder(_Encoder):
                           self.value(f"{a}.out_proj.bias"), f"{self.name}.{a}",
                           w_pos=self.value(f"{a}.linear_pos.weight"),
                           pos_bias_u=self.value(f"{a}.pos_bias_u"),
-                          pos_bias_v=self.value(f"{a}.pos_bias_v"))
+                          pos_bias_v=self.value(f"{a}.pos_bias_v"), **self._mask())
             x = g.op("Add", [x, h.x])
             h = self._onnx_conv(g, s.with_x(self._onnx_ln(g, x, f"{p}.norm_conv"), self.dim),
                                 f"{p}.conv_module")

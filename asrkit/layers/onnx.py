@@ -347,9 +347,10 @@ def rel_pos_embedding(g, x: str, D: int) -> str:
 
 
 def mhsa(g, s: Stream, num_heads: int, w_in, b_in, w_out, b_out, hint: str, w_pos=None,
-         pos_bias_u=None, pos_bias_v=None) -> Stream:
+         pos_bias_u=None, pos_bias_v=None, chunk_size=None, left_chunks=None) -> Stream:
     """Multi-head self-attention (``asrkit.ops.mhsa``) with key padding from the lengths and,
-    given ``w_pos``, ESPnet's relative positions (``rel_shift`` as a ``GatherElements``)."""
+    given ``w_pos``, ESPnet's relative positions (``rel_shift`` as a ``GatherElements``);
+    ``chunk_size``/``left_chunks``: the kernels' chunk mask."""
     D = s.dim
     H, dk = num_heads, s.dim // num_heads
     s = zero_padding(g, s)
@@ -390,6 +391,16 @@ def mhsa(g, s: Stream, num_heads: int, w_in, b_in, w_out, b_out, hint: str, w_po
                                             g.const([0])]),
                          g.op("Unsqueeze", [s.lengths, g.const([1])])], f"{hint}.keys")
     keys = g.op("Unsqueeze", [keys, g.const([1, 2])], f"{hint}.keys")  # [B, 1, 1, T]
+    if chunk_size is not None:  # key j's chunk within [i's chunk - left_chunks, i's chunk]
+        chunk = g.op("Div", [g.op("Range", [g.const(0), T, g.const(1)]), g.const(chunk_size)],
+                     f"{hint}.chunk")
+        ci = g.op("Unsqueeze", [chunk, g.const([1])], f"{hint}.chunk_i")   # [T, 1]
+        cj = g.op("Unsqueeze", [chunk, g.const([0])], f"{hint}.chunk_j")   # [1, T]
+        seen = g.op("Not", [g.op("Greater", [cj, ci])], f"{hint}.chunk_mask")
+        if left_chunks is not None:
+            seen = g.op("And", [seen, g.op("Not", [g.op("Less", [
+                cj, g.op("Sub", [ci, g.const(left_chunks)])])])], f"{hint}.chunk_mask")
+        keys = g.op("And", [keys, seen], f"{hint}.keys")  # [B, 1, T, T]
     scores = g.op("Where", [keys, scores, g.const(-1e30, np.float32)], f"{hint}.masked")
     probs = g.op("Softmax", [scores], f"{hint}.probs", axis=-1)
     o = g.op("Transpose", [g.op("MatMul", [probs, v])], f"{hint}.tbhd", perm=[2, 0, 1, 3])

@@ -10,20 +10,23 @@ log-posteriors it can compute so far::
 Two kinds, chosen by the network (``model_stream``):
 
 - ``CarriedStateStream``, exact, for networks without a backward-in-time layer (``lstm``,
-  ``dense``, ``tdnn``, ``dropout``, frame stacking and subsampling): each layer keeps its state
-  between chunks (an LSTM its ``h``/``c``; stacking and a TDNN the frames their windows still
-  need), so the concatenated outputs equal the whole-utterance output (to float32 rounding: the
-  GEMMs see other row counts). A layer waits only for the frames its window reads ahead: frame
-  stacking ``stack_frames - 1`` frames, a TDNN half its span.
-- ``WindowedStream`` for networks with a ``blstm`` layer, whose backward direction needs the
-  future: the whole network is re-run over a window of ``left`` output frames of past context,
+  ``dense``, ``tdnn``, ``dropout``, frame stacking and subsampling, ``conv2d_subsampling``, a
+  streaming ``conformer``: ``chunk_size > 0``): each layer keeps its state between chunks (an
+  LSTM its ``h``/``c``; stacking and a TDNN the frames their windows still need; the Conformer
+  its attention keys/values and convolution frames, :mod:`.model_stream_conformer`), so the
+  concatenated outputs equal the whole-utterance output (to float32 rounding: the GEMMs see
+  other row counts). A layer waits only for the frames its window reads ahead: frame stacking
+  ``stack_frames - 1`` frames, a TDNN half its span, the Conv2d front end its span (x4: 6),
+  the Conformer the rest of its chunk.
+- ``WindowedStream`` for networks that look at the whole utterance (a ``blstm``, whose backward
+  direction needs the future; a ``transformer``; a ``conformer`` without ``chunk_size``):
+  the whole network is re-run over a window of ``left`` output frames of past context,
   the new frames and ``right`` frames of future context, keeping the new frames only. This
   adds ``right`` frames of latency and costs ``(left + new + right) / new`` times the offline
   compute; the output approaches the offline one as the contexts grow (it is not equal).
 
 Both expose ``delay`` (input feature frames an output frame waits for, beyond its own) and
-``subsampling`` (input frames per output frame). The chunked causal Conformer of issue 15 plugs in
-as a third kind with the same two methods.
+``subsampling`` (input frames per output frame).
 """
 
 from __future__ import annotations
@@ -34,16 +37,46 @@ import numpy as np
 
 from asrkit.recognizer.options import RecognizerError
 
-__all__ = ["CarriedStateStream", "WindowedStream", "model_stream", "subsampling_of"]
+__all__ = ["CarriedStateStream", "WindowedStream", "model_stream", "subsampling_of",
+           "whole_utterance_layer"]
 
 
 def subsampling_of(network: dict) -> int:
-    """Input frames per output frame: ``subsample_frames`` times every TDNN stride."""
+    """Input frames per output frame: ``subsample_frames`` times every TDNN stride and Conv2d
+    front end's factor."""
     s = int(network.get("subsample_frames", 1))
     for spec in network["layers"]:
         if spec["type"] == "tdnn":
             s *= int(spec.get("stride", 1))
+        elif spec["type"] == "conv2d_subsampling":
+            s *= int(spec["factor"])
     return s
+
+
+def front_span(network: dict) -> int:
+    """Input frames an output frame reads beyond its own first one in the valid (unpadded)
+    windows of Conv2d front ends, which give no frame for a window past the input's end."""
+    from asrkit.recognizer.model_stream_conformer import front_end_span
+
+    span, scale = 0, int(network.get("subsample_frames", 1))
+    for spec in network["layers"]:
+        if spec["type"] == "conv2d_subsampling":
+            span += front_end_span(spec["factor"]) * scale
+            scale *= int(spec["factor"])
+        elif spec["type"] == "tdnn":
+            scale *= int(spec.get("stride", 1))
+    return span
+
+
+def whole_utterance_layer(network: dict) -> int | None:
+    """Index of the first layer that looks at the whole utterance (a ``blstm``, a
+    ``transformer``, a ``conformer`` without ``chunk_size``), or None: the network streams
+    exactly with carried state."""
+    for i, spec in enumerate(network["layers"]):
+        if spec["type"] in ("blstm", "transformer") or (
+                spec["type"] == "conformer" and not spec.get("chunk_size", 0)):
+            return i
+    return None
 
 
 _CPU = types.SimpleNamespace(device="cpu", g_writable=False)  # what an op's forward reads
@@ -190,6 +223,19 @@ class CarriedStateStream:
                 self.stages.append(_Window(K, s, d, left, conv))
                 delay += (d * (K - 1) - left) * scale
                 scale *= s
+            elif kind == "conv2d_subsampling":
+                from asrkit.recognizer.model_stream_conformer import Conv2dFrontEnd
+
+                stage = Conv2dFrontEnd(p, pre, spec["factor"])
+                self.stages.append(stage)
+                delay += stage.span * scale
+                scale *= stage.stride
+            elif kind == "conformer" and spec.get("chunk_size", 0):
+                from asrkit.recognizer.model_stream_conformer import ConformerChunks
+
+                stage = ConformerChunks(p, pre, spec)
+                self.stages.append(stage)
+                delay += stage.delay * scale
             elif kind == "dropout":
                 continue
             else:
@@ -225,7 +271,7 @@ class CarriedStateStream:
 
 
 class WindowedStream:
-    """A network with a backward-in-time layer, re-run over windows (module docstring).
+    """A network that looks at the whole utterance, re-run over windows (module docstring).
 
     left, right: past and future context in output frames; min_new: fewest new output frames
     worth a re-run (fewer wait for the next chunk).
@@ -236,7 +282,8 @@ class WindowedStream:
         self.input_dim = model.input_dim
         self.subsampling = subsampling_of(model.network)
         self.left, self.right, self.min_new = int(left), int(right), max(int(min_new), 1)
-        self.delay = self.right * self.subsampling
+        self.span = front_span(model.network)
+        self.delay = self.right * self.subsampling + self.span
         self.num_classes = model.num_classes
         self.buf = np.zeros((0, model.input_dim), np.float32)
         self.base = 0       # input frame of buf[0] (a multiple of the subsampling)
@@ -246,7 +293,7 @@ class WindowedStream:
     def _window(self, stop: int, final: bool) -> np.ndarray:
         s = self.subsampling
         first = max(self.n_out - self.left, 0)
-        end_in = self.n_in if final else min((stop + self.right) * s, self.n_in)
+        end_in = self.n_in if final else min((stop + self.right) * s + self.span, self.n_in)
         x = self.buf[first * s - self.base: end_in - self.base]
         logp, _ = self.model(x)
         out = np.ascontiguousarray(logp[self.n_out - first: stop - first], np.float32)
@@ -262,7 +309,8 @@ class WindowedStream:
         feats = np.asarray(feats, np.float32)
         self.buf = np.concatenate([self.buf, feats])
         self.n_in += len(feats)
-        complete = self.n_in // self.subsampling  # output frames whose inputs are all in
+        # output frames whose inputs are all in (frame t reads up to t * s + span)
+        complete = max((self.n_in - 1 - self.span) // self.subsampling + 1, 0)
         stop = complete - self.right
         if stop - self.n_out < self.min_new:
             return np.zeros((0, self.num_classes), np.float32)
@@ -278,8 +326,9 @@ class WindowedStream:
 
 def model_stream(model, left: int = 50, right: int = 30, min_new: int = 1):
     """A new model stream for ``model`` (an ``asrkit.models.Model``): exact carried state
-    unless the network has a ``blstm`` layer, else windows with ``left``/``right`` output
-    frames of context (``min_new``: fewest new frames per re-run)."""
-    if any(spec["type"] == "blstm" for spec in model.network["layers"]):
+    unless a layer looks at the whole utterance (:func:`whole_utterance_layer`), else windows
+    with ``left``/``right`` output frames of context (``min_new``: fewest new frames per
+    re-run)."""
+    if whole_utterance_layer(model.network) is not None:
         return WindowedStream(model, left, right, min_new)
     return CarriedStateStream(model)

@@ -131,8 +131,9 @@ def _asrkit(*args, cwd):
     subprocess.run([sys.executable, "-m", "asrkit", *args], cwd=cwd, check=True)
 
 
-def build(work: str, out: str = FOLDER, seed: int = 0) -> str:
-    """Synthesise the corpus in ``work``, train, and package the model folder ``out``."""
+def build(work: str, out: str = FOLDER, seed: int = 0, config: str = TRAIN_CONFIG) -> str:
+    """Synthesise the corpus in ``work``, train the network of ``config`` (a training config
+    with the reader above), and package the model folder ``out``."""
     rng = np.random.default_rng(seed)
     os.makedirs(work, exist_ok=True)
     for part, n in (("train", 400), ("dev", 40), ("test", 60)):
@@ -143,19 +144,19 @@ def build(work: str, out: str = FOLDER, seed: int = 0) -> str:
     with open(os.path.join(work, "lexicon.txt"), "w") as f:
         f.writelines(f"{w} {w}\n" for w in TONES_HZ)
     with open(os.path.join(work, "train.toml"), "w") as f:
-        f.write(TRAIN_CONFIG)
+        f.write(config)
     with open(os.path.join(work, "fbank.toml"), "w") as f:
         f.write(FBANK)
     for part in ("train", "dev", "test"):
         _asrkit("compute-features", f"data/{part}", "--config", "fbank.toml", "--out",
                 f"fbank/{part}", cwd=work)
     _asrkit("train", "train.toml", "--data", "fbank/train", "--cv-data", "fbank/dev", "--out",
-            "exp/lstm", cwd=work)
+            "exp/model", cwd=work)
     _asrkit("graph", "build", "--tokens", "tokens.txt", "--lexicon", "lexicon.txt",
             "--word-loop", "--out", "graph", cwd=work)
-    _asrkit("decode", "--graph", "graph", "--model", "exp/lstm/final.mdl", "fbank/test",
+    _asrkit("decode", "--graph", "graph", "--model", "exp/model/final.mdl", "fbank/test",
             "--out", "exp/decode_test", cwd=work)
-    _asrkit("package", "--model", "exp/lstm/final.mdl", "--graph", "graph", "--features",
+    _asrkit("package", "--model", "exp/model/final.mdl", "--graph", "graph", "--features",
             "fbank.toml", "--out", os.path.abspath(out), cwd=work)
     return out
 
