@@ -13,14 +13,13 @@ import json
 import os
 import shutil
 
-import numpy as np
-
 from asrkit.recognizer.model_folder import (
     MANIFEST,
     ModelFolderError,
     checked_load,
     normalization_settings,
 )
+from asrkit.recognizer.model_stream import subsampling_of
 
 GRAPH_FILES = ("TLG.npz", "words.txt", "graph.json", "tokens.txt", "disambig_tokens.int",
                "disambig_words.int")  # what decoding reads, plus the symbol tables
@@ -128,7 +127,7 @@ def package_model_folder(out: str, model_path: str, features_path: str,
             shutil.copyfile(src, os.path.join(dst, name))
     if lexicon_path:
         shutil.copyfile(lexicon_path, os.path.join(out, "lexicon.txt"))
-    subsampling = 3000 / max(int(model.output_lengths(np.array([3000], np.int32))[0]), 1)
+    subsampling = subsampling_of(model.network)
     shift_ms = float(fconf.options.get("frame_shift", 10.0))
     manifest = {
         "model": "model.mdl", "features": "features.toml",
