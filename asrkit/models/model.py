@@ -1,6 +1,6 @@
 """Acoustic models: a network description, its parameters and its token inventory, in one file.
 
-``save(path, model)`` writes an ``.npz`` archive (see :mod:`asrkit.models.archive`) whose JSON
+``save(path, model)`` writes an ``.npz`` archive (see :mod:`asrkit.utils.archive`) whose JSON
 header holds the network description (``[network]`` of the training config), the input
 dimension, the tokens and the blank id, and whose arrays are the parameters by name. ``load``
 rebuilds the graph from the description: no recipe or training code is needed.
@@ -22,7 +22,7 @@ from asrkit.config.acoustic_net import (
     parse_network,
 )
 from asrkit.graph import Sequence, evaluate
-from asrkit.models.archive import Archive, ArchiveError, save_archive
+from asrkit.utils.archive import Archive, ArchiveError, save_archive
 
 FORMAT = "asrkit-model"
 VERSION = 1
