@@ -3,7 +3,6 @@ the device variant and the Trainer."""
 
 from asrkit.learners.base import Learner
 from asrkit.learners.clipping import (
-    clip_global_norm,
     clip_gradients,
     clip_per_sample,
     global_norm,
@@ -18,5 +17,5 @@ from asrkit.learners.trainer import Trainer
 __all__ = ["LEARNER_CLASSES", "LEARNER_TYPES", "SGD", "Adam", "AdamW", "Constant",
            "DeviceLearner", "FSAdaGrad", "Learner", "LearnerConfig", "NewBob", "Piecewise",
            "Schedule", "Trainer", "Warmup", "adam_step", "as_schedule", "build_learner",
-           "clip_global_norm", "clip_gradients", "clip_per_sample", "fsadagrad_step",
+           "clip_gradients", "clip_per_sample", "fsadagrad_step",
            "global_norm", "momentum_as_time_constant", "sgd_step"]

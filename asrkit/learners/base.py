@@ -27,10 +27,12 @@ class Learner:
 
     Subclasses name their per-parameter slot arrays in ``SLOTS`` and implement ``_rule`` (host
     arrays) and ``_device_rule`` (the CUDA kernels of ``asrkit.kernels.cuda.update``).
-    lr: a number, a Schedule or ``f(step, samples)``; clip_norm / clip_value: 0 turns off.
+    ``SCALARS`` names the rule's scalar state (attributes). lr: a number or a Schedule;
+    clip_norm / clip_value: 0 turns off.
     """
 
     SLOTS: tuple[str, ...] = ()
+    SCALARS: tuple[str, ...] = ()
 
     def __init__(self, parameters, lr, *, lr_per_sample: bool = False, l2: float = 0.0,
                  clip_norm: float | None = 0.0, clip_value: float = 0.0,
@@ -95,19 +97,23 @@ class Learner:
                      samples: int, prep: dict) -> None:
         raise NotImplementedError(f"{type(self).__name__} has no device update")
 
-    def scalars(self) -> dict:
-        """The rule's scalar state (e.g. FSAdaGrad's smoothed sample count)."""
-        return {}
+    def slot_arrays(self, prefix: str = "") -> dict[str, np.ndarray]:
+        """The slots as file members ``{prefix<slot>/<parameter name>: array}``."""
+        return {f"{prefix}{k}/{p.name}": a for k, arrays in self.slots.items()
+                for p, a in zip(self.parameters, arrays)}
 
-    def load_scalars(self, scalars: dict) -> None:
-        """Restore :meth:`scalars`."""
+    def slots_from(self, members: dict, prefix: str = "") -> dict[str, list]:
+        """Inverse of :meth:`slot_arrays`: ``{slot: [array per parameter]}`` for
+        :meth:`load_state_dict`; raises KeyError naming a missing member."""
+        return {k: [members[f"{prefix}{k}/{p.name}"] for p in self.parameters]
+                for k in self.slots}
 
     def state_dict(self) -> dict:
         """Counters, schedule state, slot copies (``{name: [array per parameter]}``), scalars."""
         return {"step": self.step, "samples": self.samples,
                 "schedule": self.schedule.state_dict(),
                 "slots": {k: [a.copy() for a in v] for k, v in self.slots.items()},
-                "scalars": self.scalars()}
+                "scalars": {k: getattr(self, k) for k in self.SCALARS}}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` (parameters in the same order); slots are copied into the
@@ -117,4 +123,6 @@ class Learner:
         for name, arrays in self.slots.items():
             for dst, src in zip(arrays, state["slots"][name]):
                 dst[...] = src
-        self.load_scalars(state.get("scalars", {}))
+        scalars = state.get("scalars", {})
+        for k in self.SCALARS:
+            setattr(self, k, float(scalars.get(k, 0.0)))

@@ -96,6 +96,7 @@ class FSAdaGrad(_Momentum, Learner):
     """
 
     SLOTS = ("mom", "s")
+    SCALARS = ("count",)
 
     def __init__(self, parameters, lr, momentum: float = 0.9, unit_gain: bool = True,
                  variance_time_constant: float = 720000.0, target_denominator: float = 1.0,
@@ -127,9 +128,3 @@ class FSAdaGrad(_Momentum, Learner):
             new = k.fsadagrad_update(p, g, s, mom, self.count, lr / gmul, samples, m,
                                      self.var_tc, self.target, self.unit_gain, gmul=gmul, **prep)
         self.count = new
-
-    def scalars(self):
-        return {"count": self.count}
-
-    def load_scalars(self, scalars):
-        self.count = float(scalars.get("count", 0.0))

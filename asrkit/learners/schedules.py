@@ -181,17 +181,5 @@ class NewBob(Schedule):
 
 
 def as_schedule(lr) -> Schedule:
-    """A Schedule from a number, a Schedule or any ``f(step, samples)`` callable."""
-    if isinstance(lr, Schedule):
-        return lr
-    if callable(lr):
-        return _Callable(lr)
-    return Constant(lr)
-
-
-class _Callable(Schedule):
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, step, samples, epoch=0):
-        return float(self.fn(step, samples))
+    """A Schedule from a number or a Schedule."""
+    return lr if isinstance(lr, Schedule) else Constant(lr)

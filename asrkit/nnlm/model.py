@@ -30,7 +30,7 @@ from asrkit.nnlm.config import LstmLMConfig
 from asrkit.nnlm.inference import LN10, StepModel
 from asrkit.nnlm.network import LMNetwork
 from asrkit.nnlm.vocab import BOS, EOS, UNK, Vocabulary
-from asrkit.utils.archive import Archive, ArchiveError, save_archive
+from asrkit.utils.archive import Archive, ArchiveError, check_format, save_archive
 
 FORMAT = "asrkit-lstm-lm"  # an archive (asrkit.utils.archive): parameters by name + JSON header
 VERSION = 1
@@ -55,15 +55,8 @@ def read_model_file(path: str | os.PathLike, want=None) -> tuple[dict, dict[str,
     try:
         with Archive(path) as archive:
             header = archive.header
-            if header.get("format") != FORMAT:
-                raise ModelFileError(f"{path}: format {header.get('format')!r} is not {FORMAT!r}")
-            version = header.get("version", 0)
-            if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
-                raise ModelFileError(f"{path}: format version {version!r} is not one this "
-                                     f"asrkit reads (<= {VERSION})")
+            check_format(header, path, FORMAT, VERSION, "asrkit LSTM LM")
             arrays = {k: archive.read(k) for k in archive.names if want is None or want(k)}
-    except ModelFileError:
-        raise
     except ArchiveError as e:
         raise ModelFileError(str(e)) from None
     return header, arrays

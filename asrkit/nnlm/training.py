@@ -182,14 +182,12 @@ STATE_VERSION = 2  # 1: asrkit before one learner stack (slots per parameter, th
 
 def save_training_state(path, lm, trainer, rng, epoch: int) -> None:
     """Write everything a resumed run needs after ``epoch`` to ``path`` (atomically): the
-    model file's content plus the learner's state (slots as ``optimizer/<slot>/<i>``, counters,
+    model file's content plus the learner's state (slots as ``optimizer/<slot>/<name>``, counters,
     scalars, newbob's state), the batching RNG and the minibatch counter (dropout seeds). The
     file also loads as a model."""
     learner = trainer.learners[0]
     state = learner.state_dict()
-    arrays = dict(lm.network.values())
-    for slot, values in state["slots"].items():
-        arrays.update({f"{OPTIMIZER}{slot}/{i}": v for i, v in enumerate(values)})
+    arrays = dict(lm.network.values()) | learner.slot_arrays(OPTIMIZER)
     header = {"config": lm.config.as_dict(), "vocab": lm.vocabulary.words,
               "history": lm.history,
               "training": {"version": STATE_VERSION, "epoch": epoch, "step": state["step"],
@@ -217,12 +215,10 @@ def restore_training_state(path, lm, trainer, rng) -> int:
     learner = trainer.learners[0]
     if t["parameters"] != [p.name for p in learner.parameters]:
         raise ModelFileError(f"{path}: the checkpoint's optimizer covers other parameters")
-    slots = {}
-    for slot in learner.slots:
-        names = [f"{OPTIMIZER}{slot}/{i}" for i in range(len(learner.parameters))]
-        if not all(n in arrays for n in names):
-            raise ModelFileError(f"{path}: learner slot '{slot}' is missing (another optimizer?)")
-        slots[slot] = [arrays[n] for n in names]
+    try:
+        slots = learner.slots_from(arrays, OPTIMIZER)
+    except KeyError as e:
+        raise ModelFileError(f"{path}: learner slot {e} is missing (another optimizer?)") from None
     lm.load_values({k: v for k, v in arrays.items() if not k.startswith(OPTIMIZER)})
     learner.load_state_dict({"step": t["step"], "samples": t["samples"],
                              "schedule": t["schedule"], "slots": slots,

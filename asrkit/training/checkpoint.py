@@ -4,7 +4,7 @@ A checkpoint is an archive (``asrkit.utils.archive``) whose header holds the con
 header, the position (global step, epoch, next minibatch of the epoch's plan), the schedule and
 counters, the learner's counters and scalars (``optimizer_count``, ``optimizer_samples``,
 ``optimizer_scalars``), and whose arrays are the parameters (``param/<name>``), the learner's
-slots by parameter name (``opt/<slot>/<name>``, e.g. ``opt/m/lstm.W``; ``opt/<slot>@<rank>/..``
+slots by parameter name (``opt/<slot>/<name>``, e.g. ``opt/m/lstm.W``; ``opt@<rank>/<slot>/..``
 per rank under BMUF), block-momentum state (``bmuf/<what>/<i>``) and each rank's 1-bit residuals
 (``onebit/<rank>/<name>``). Files are ``OUT/checkpoints/ckpt-<step>.npz``; ``OUT/checkpoints/last``
 names the newest, and is replaced only after the checkpoint itself is complete.
@@ -34,6 +34,7 @@ import numpy as np
 from asrkit.learners import LEARNER_CLASSES
 from asrkit.models import Archive, ArchiveError, check_model_header, non_finite, save_archive
 from asrkit.utils import atomic_write_text
+from asrkit.utils.archive import check_format
 
 FORMAT = "asrkit-checkpoint"
 VERSION = 2
@@ -176,12 +177,7 @@ def read_checkpoint(path: str) -> tuple[dict, dict[str, np.ndarray]]:
 
 def _check_header(header: dict, path: str) -> dict[str, tuple]:
     """Check a checkpoint header; returns the model's ``{parameter: shape}``."""
-    if header.get("format") != FORMAT:
-        raise ArchiveError(f"{path}: not an asrkit checkpoint (format {header.get('format')!r})")
-    version = header.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
-        raise ArchiveError(f"{path}: checkpoint version {version!r} is not one this asrkit "
-                           f"reads (<= {VERSION})")
+    check_format(header, path, FORMAT, VERSION, "asrkit checkpoint")
     for key, low in COUNTERS.items():
         v = header.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or v < low:
@@ -218,7 +214,7 @@ def _missing_slots(header: dict, arrays: dict) -> list[str]:
     slots = cls.SLOTS if cls is not None else ()
     return [f"opt/{slot}/{name}" for slot in slots for name in header["optimizer_parameters"]
             if f"opt/{slot}/{name}" not in arrays and not all(
-                f"opt/{slot}@{r}/{name}" in arrays for r in range(header["ranks"]))]
+                f"opt@{r}/{slot}/{name}" in arrays for r in range(header["ranks"]))]
 
 
 def _finite_number(v) -> bool:
@@ -229,7 +225,7 @@ def _expected_shape(name: str, shapes: dict[str, tuple]) -> tuple | None:
     """The shape member ``name`` must have (None: not a checkpoint member)."""
     if name.startswith("param/"):
         return shapes.get(name[len("param/"):])
-    if name.startswith(("opt/", "onebit/")):  # opt/<slot>[@rank]/<name>, onebit/<rank>/<name>
+    if name.startswith(("opt/", "opt@", "onebit/")):  # opt[@rank]/<slot>/<name>, onebit/<rank>/..
         parts = name.split("/", 2)
         return shapes.get(parts[2]) if len(parts) == 3 else None
     prefix, _, index = name.rpartition("/")

@@ -314,14 +314,12 @@ class Trainer:
         names = [p.name for p in self.train_nodes]
         # with bmuf every rank's local learner has its own slots; otherwise they are identical
         per_rank = self.bmuf is not None and self.comm.size > 1
-        for slot, values in state["slots"].items():
-            for name, a in zip(names, values):
-                if not per_rank:
-                    arrays[f"opt/{slot}/{name}"] = a
-                    continue
-                every = self.comm.allgather(a)
-                for rank in range(self.comm.size):
-                    arrays[f"opt/{slot}@{rank}/{name}"] = every[rank]
+        for key, a in self.learner.slot_arrays().items():
+            if not per_rank:
+                arrays[f"opt/{key}"] = a
+                continue
+            for rank, mine in enumerate(self.comm.allgather(a)):
+                arrays[f"opt@{rank}/{key}"] = mine
         scalars = [state["scalars"]]
         if per_rank and state["scalars"]:
             keys = sorted(state["scalars"])
@@ -358,26 +356,24 @@ class Trainer:
         """Restore the state saved in ``path`` (read by rank 0, broadcast to every rank)."""
         data = read_checkpoint(path) if self.comm.is_main else None
         header, arrays = self.comm.bcast(data)
-        if header["version"] < 2:
+        version = header.get("version", 0)
+        if version < 2:
             raise TrainingError(
-                f"{path}: a checkpoint of an older asrkit (version {header['version']}, before "
-                "one learner stack); it cannot resume. Its parameters can: `asrkit model "
-                "average OUT model.mdl --avg 1`, then [train] init = \"model.mdl\" in a new run")
+                f"{path}: a checkpoint of an older asrkit (version {version}, before one learner "
+                "stack); it cannot resume. Its parameters can: `asrkit model average OUT "
+                "model.mdl --avg 1`, then [train] init = \"model.mdl\" in a new run")
         if header["model"]["network"] != self.model.network:
             raise TrainingError(f"{path}: the checkpoint's [network] differs from the config's; "
                                 "resume with the config the run started with")
         for k, p in self.model.params.items():
             p.set_value(arrays[f"param/{k}"])
         rank = self.comm.rank if header["ranks"] == self.comm.size else 0
-        slots = {}
-        for slot in self.learner.slots:
-            slots[slot] = []
-            for p in self.train_nodes:
-                a = arrays.get(f"opt/{slot}/{p.name}", arrays.get(f"opt/{slot}@{rank}/{p.name}"))
-                if a is None:
-                    raise TrainingError(f"{path}: learner slot 'opt/{slot}/{p.name}' is missing "
-                                        f"(was it written with another [learner] type?)")
-                slots[slot].append(a)
+        per_rank = not any(k.startswith("opt/") for k in arrays)
+        try:
+            slots = self.learner.slots_from(arrays, f"opt@{rank}/" if per_rank else "opt/")
+        except KeyError as e:
+            raise TrainingError(f"{path}: learner slot {e} is missing (written with another "
+                                "[learner] type?)") from None
         scalars = header.get("optimizer_scalars", [{}])
         self.learner.load_state_dict({"step": header["optimizer_count"],
                                       "samples": header.get("optimizer_samples", 0),

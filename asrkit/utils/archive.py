@@ -99,6 +99,17 @@ class Archive:
         self.close()
 
 
+def check_format(header: dict, where: str, fmt: str, version: int, what: str) -> None:
+    """Raise ArchiveError naming ``where`` unless ``header`` has format tag ``fmt`` and an
+    integer ``version`` of at most ``version`` (``what``: the kind of file, for the message)."""
+    if header.get("format") != fmt:
+        raise ArchiveError(f"{where}: not an {what} (format {header.get('format')!r})")
+    v = header.get("version", 0)
+    if not isinstance(v, int) or isinstance(v, bool) or v > version:
+        raise ArchiveError(f"{where}: {what} format version {v!r} is not one this asrkit reads "
+                           f"(<= {version})")
+
+
 def load_archive(path: str | os.PathLike, names=None) -> tuple[dict, dict[str, np.ndarray]]:
     """Read an archive written by :func:`save_archive`; returns ``(header, {name: array})``
     with the arrays ``names`` (default: all of them)."""
