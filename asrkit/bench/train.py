@@ -67,8 +67,8 @@ def asrkit_step(a):
     """Build the asrkit model and return ``(step, model)``; ``step()`` returns the loss."""
     from asrkit import ops
     from asrkit.graph import forward_backward, input_variable
+    from asrkit.learners import SGD
     from asrkit.models import Model
-    from asrkit.training.optim import LearnerConfig, Optimizer
 
     net = {"layers": [{"type": "blstm", "hidden": a["hidden"], "num_layers": a["layers"]}],
            "seed": a["seed"]}
@@ -77,13 +77,12 @@ def asrkit_step(a):
     loss = ops.sum_all(ops.ctc_loss(model.logits, labels))
     x, L, y, yl = _inputs(a)
     feeds = {model.feats: (x, L), labels: (np.ascontiguousarray(y.T), yl)}
-    nodes = list(model.params.values())
-    params = [p.value for p in nodes]
-    opt = Optimizer(LearnerConfig(type="sgd", lr=1e-5, momentum=0.9), [p.shape for p in params])
+    learner = SGD(model.params.values(), 1e-5, momentum=0.9)
+    nodes = learner.parameters
 
     def step():
         values, grads = forward_backward(loss, nodes, feeds)
-        opt.step(params, [grads[p] for p in nodes], 1e-5)
+        learner.apply([grads[p] for p in nodes], 1, 1e-5)
         return float(np.asarray(values[0]))
 
     return step, model

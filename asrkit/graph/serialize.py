@@ -4,14 +4,12 @@ Loading rebuilds the graph from the op registry alone (``PRIMITIVES``: import ``
 the module of a custom op, first), re-running each shape rule, so a model file needs no recipe
 or layer code. The file is written atomically.
 
-Layout: ``graph.json`` (a uint8 array of UTF-8 JSON: nodes in topological order, named outputs)
-plus one array per parameter (``param/<index>``) and constant (``const/<index>``).
+Layout: an archive (:mod:`asrkit.utils.archive`) whose JSON header is the graph (nodes in
+topological order, named outputs, metadata) and whose arrays are the parameters
+(``param/<index>``) and constants (``const/<index>``).
 """
 
 from __future__ import annotations
-
-import json
-import zipfile
 
 import numpy as np
 
@@ -20,7 +18,7 @@ from asrkit.graph.node import Constant, Function, Input, Parameter, bind
 from asrkit.graph.primitive import PRIMITIVES
 from asrkit.graph.step import StepGraph
 from asrkit.graph.topo import topological_order
-from asrkit.utils import atomic_open
+from asrkit.utils.archive import Archive, ArchiveError, save_archive
 
 FORMAT, VERSION = "asrkit-graph", 1
 
@@ -114,9 +112,7 @@ def save_model(path, outputs, metadata: dict | None = None) -> None:
     graph = {"format": FORMAT, "version": VERSION, "nodes": nodes,
              "outputs": {k: ids[id(v)] for k, v in outputs.items()},
              "metadata": metadata or {}}
-    arrays["graph.json"] = np.frombuffer(json.dumps(graph).encode(), np.uint8)
-    with atomic_open(path, "wb") as f:
-        np.savez(f, **arrays)
+    save_archive(path, graph, arrays)
 
 
 def load_model(path) -> Model:
@@ -125,10 +121,11 @@ def load_model(path) -> Model:
     Its ops must be registered: ``import asrkit.ops`` (and the modules of any custom ops).
     """
     try:
-        data = np.load(path, allow_pickle=False)
-        graph = json.loads(bytes(data["graph.json"]).decode())
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
-        raise GraphError(f"{path}: not an asrkit model file ({e})") from e
+        with Archive(path) as archive:
+            graph = archive.header
+            data = {name: archive.read(name) for name in archive.names}
+    except ArchiveError as e:
+        raise GraphError(f"{path}: not an asrkit model file ({e})") from None
     if graph.get("format") != FORMAT or graph.get("version", 0) > VERSION:
         raise GraphError(f"{path}: unsupported model format {graph.get('format')!r} "
                          f"version {graph.get('version')!r}")

@@ -10,39 +10,23 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 
-def global_norm(grads: dict | Iterable[np.ndarray]) -> float:
-    """The L2 norm of all gradients together (``grads``: a dict's values or arrays)."""
-    arrays = grads.values() if isinstance(grads, dict) else grads
-    return math.sqrt(sum(float(np.vdot(g, g)) for g in arrays))
-
-
-def _norm_scale(norm: float, max_norm: float) -> float | None:
-    """The factor that brings ``norm`` down to ``max_norm``, or None when it is not above."""
-    return max_norm / (norm + 1e-12) if max_norm > 0 and norm > max_norm else None
-
-
-def clip_global_norm(grads: dict, max_norm: float) -> tuple[dict, float]:
-    """Scale every gradient by ``min(1, max_norm / norm)`` into new arrays; returns
-    (grads, norm before)."""
-    norm = global_norm(grads)
-    scale = _norm_scale(norm, max_norm)
-    if scale is not None:
-        grads = {p: g * g.dtype.type(scale) for p, g in grads.items()}
-    return grads, norm
+def global_norm(grads: Iterable[np.ndarray]) -> float:
+    """The L2 norm of all gradients together."""
+    return math.sqrt(sum(float(np.vdot(g, g)) for g in grads))
 
 
 def clip_gradients(grads: Sequence[np.ndarray], clip_norm: float = 0.0,
                    clip_value: float = 0.0) -> float:
-    """Clip in place: element-wise to ``[-clip_value, clip_value]``, then the global L2 norm to
-    ``clip_norm`` (0 turns each off). Returns the global norm before norm clipping."""
+    """Clip in place: element-wise to ``[-clip_value, clip_value]``, then by the global L2 norm
+    to ``clip_norm`` (as torch.nn.utils.clip_grad_norm_: scaled by ``clip_norm / norm`` when
+    the norm is above it); 0 turns each off. Returns the global norm before norm clipping."""
     if clip_value:
         for g in grads:
             np.clip(g, -clip_value, clip_value, out=g)
     norm = global_norm(grads)
-    scale = _norm_scale(norm, clip_norm)
-    if scale is not None:
+    if clip_norm > 0 and norm > clip_norm:
         for g in grads:
-            g *= g.dtype.type(scale)
+            g *= g.dtype.type(clip_norm / (norm + 1e-12))
     return norm
 
 

@@ -1,9 +1,8 @@
 """The update rules, once: pure per-array functions that update a parameter and its slots in place.
 
-Both front ends call these: the graph learners (``SGD``, ``Adam``, ``FSAdaGrad`` over
-``Parameter`` nodes, in ``asrkit.learners.optimizers``) and the training Trainer's
-``asrkit.training.optim.Optimizer`` (over lists of arrays, with its own checkpoint layout).
-Every function takes the parameter ``p``, its gradient ``g`` (not modified) and its slot arrays,
+The learners of ``asrkit.learners.optimizers`` (``SGD``, ``Adam``, ``FSAdaGrad``) call these
+on the host; the device kernels (``asrkit.kernels.cuda.update``) apply the same rules. Every
+function takes the parameter ``p``, its gradient ``g`` (not modified) and its slot arrays,
 all of one float dtype and one shape, and scalars as Python floats; scalars are cast to the
 parameter's dtype, so float32 parameters are updated in float32.
 """

@@ -1,8 +1,10 @@
-"""Learning-rate schedules: ``schedule(step, samples) -> lr``.
+"""Learning-rate schedules: ``schedule(step, samples, epoch=0) -> lr``, one family for every
+trainer.
 
-``step`` counts updates made so far and ``samples`` the training samples seen (CNTK schedules
-count samples, with an ``epoch_size``; warmup schedules count updates). NewBob is driven by the
-cross-validation loss at the end of each epoch.
+``step`` counts updates made so far (0-based), ``samples`` the training samples seen (CNTK
+schedules count samples, with an ``epoch_size``; warmup schedules count updates) and ``epoch``
+the epochs completed. A trainer calls :meth:`Schedule.epoch_end` with each epoch's
+cross-validation loss; :class:`NewBob` is driven by it, the others ignore it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,16 @@ import math
 
 
 class Schedule:
-    """Base class; subclasses implement ``__call__(step, samples)``."""
+    """Base class; subclasses implement ``__call__(step, samples, epoch=0)``."""
 
-    def __call__(self, step: int, samples: int) -> float:
+    rejected = False  # NewBob: the last epoch made the CV loss worse
+
+    def __call__(self, step: int, samples: int, epoch: int = 0) -> float:
         raise NotImplementedError
+
+    def epoch_end(self, cv_loss: float | None) -> bool:
+        """Record an epoch's CV loss (None: no CV); returns whether to keep training."""
+        return True
 
     def state_dict(self) -> dict:
         """Mutable state to checkpoint (none for pure functions of step/samples)."""
@@ -30,7 +38,7 @@ class Constant(Schedule):
     def __init__(self, lr: float):
         self.lr = float(lr)
 
-    def __call__(self, step, samples):
+    def __call__(self, step, samples, epoch=0):
         return self.lr
 
 
@@ -52,12 +60,13 @@ class Piecewise(Schedule):
             raise ValueError("Piecewise needs at least one value and epoch_size >= 1")
         self.values, self.epoch_size = flat, int(epoch_size)
 
-    def __call__(self, step, samples):
+    def __call__(self, step, samples, epoch=0):
         return self.values[min(samples // self.epoch_size, len(self.values) - 1)]
 
 
 class Warmup(Schedule):
-    """Linear warmup to ``peak`` over ``warmup_steps`` updates, then ``decay``.
+    """Linear warmup to ``peak`` over ``warmup_steps`` updates, then ``decay``; the whole
+    times ``epoch_decay ** epoch`` (``[learner] decay``).
 
     decay: 'constant'; 'inverse_sqrt' (Noam/Transformer: ``peak * sqrt(warmup / step)``);
     'linear' or 'cosine' down to ``final`` at ``total_steps``; 'exponential' (``peak *
@@ -66,15 +75,20 @@ class Warmup(Schedule):
 
     def __init__(self, peak: float, warmup_steps: int, decay: str = "constant",
                  total_steps: int | None = None, final: float = 0.0, rate: float = 0.5,
-                 decay_steps: int = 1000):
+                 decay_steps: int = 1000, epoch_decay: float = 1.0):
         if decay in ("linear", "cosine") and not total_steps:
             raise ValueError(f"decay {decay!r} needs total_steps")
         if decay not in ("constant", "inverse_sqrt", "linear", "cosine", "exponential"):
             raise ValueError(f"unknown decay {decay!r}")
         self.peak, self.warmup, self.decay = float(peak), int(warmup_steps), decay
         self.total, self.final, self.rate, self.decay_steps = total_steps, final, rate, decay_steps
+        self.epoch_decay = float(epoch_decay)
 
-    def __call__(self, step, samples):
+    def __call__(self, step, samples, epoch=0):
+        lr = self._at(step)
+        return lr * self.epoch_decay ** epoch if self.epoch_decay != 1.0 else lr
+
+    def _at(self, step):
         s = step + 1
         if s <= self.warmup:
             return self.peak * s / self.warmup
@@ -91,66 +105,81 @@ class Warmup(Schedule):
 
 
 class NewBob(Schedule):
-    """The "newbob" schedule of QuickNet/Kaldi nnet1, on the cross-validation loss.
+    """The "newbob" schedule of QuickNet and Kaldi nnet1 (``train_scheduler.sh``) on the
+    cross-validation loss, over a ``base`` schedule (a Schedule or a constant rate).
 
-    Keep ``lr`` while an epoch improves the CV loss by at least ``start_threshold``
-    (relative); from the first epoch that does not, multiply the rate by ``decay`` after every
-    epoch; stop when an epoch during the decay improves by less than ``stop_threshold``. An epoch
-    that makes the CV loss worse is rejected (``rejected`` is True: restore the previous model).
-    Call :meth:`epoch_end` with each epoch's CV loss; it returns False when training should stop.
+    Keep the rate while an epoch improves the CV loss by at least ``start_threshold``
+    (relative); from the first epoch that does not, multiply it by ``decay`` after every epoch;
+    stop when an epoch during the decay improves by less than ``stop_threshold`` (not before
+    ``min_epochs``), after ``max_epochs`` (0: no limit) or once the rate is below ``min_lr``
+    (0: off). An epoch that makes the CV loss worse is rejected (``rejected`` is True: a
+    trainer that keeps the previous parameters restores them). The first CV loss is the
+    baseline. Call :meth:`epoch_end` with each epoch's CV loss; False means stop.
     """
 
-    def __init__(self, lr: float, decay: float = 0.5, start_threshold: float = 0.01,
-                 stop_threshold: float = 0.001, min_epochs: int = 0, max_epochs: int = 100):
-        self.lr, self.decay = float(lr), float(decay)
+    def __init__(self, base, decay: float = 0.5, start_threshold: float = 0.01,
+                 stop_threshold: float = 0.001, min_epochs: int = 0, max_epochs: int = 100,
+                 min_lr: float = 0.0):
+        self.base = as_schedule(base)
+        self.decay = float(decay)
         self.start_threshold, self.stop_threshold = start_threshold, stop_threshold
-        self.min_epochs, self.max_epochs = min_epochs, max_epochs
-        self.best: float | None = None
+        self.min_epochs, self.max_epochs, self.min_lr = min_epochs, max_epochs, min_lr
+        self.newbob_scale = 1.0
+        self.best_cv: float | None = None
         self.decaying = False
         self.rejected = False
         self.epochs = 0
+        self.base_lr = self.base(0, 0, 0)  # the base rate last used (min_lr compares it)
 
-    def __call__(self, step, samples):
-        return self.lr
+    @property
+    def lr(self) -> float:
+        """The rate of the last update (the base's rate times the decay so far)."""
+        return self.base_lr * self.newbob_scale
 
-    def epoch_end(self, cv_loss: float) -> bool:
+    def __call__(self, step, samples, epoch=0):
+        self.base_lr = self.base(step, samples, epoch)
+        return self.base_lr * self.newbob_scale
+
+    def epoch_end(self, cv_loss: float | None) -> bool:
         """Record an epoch's CV loss; update the rate; return whether to keep training."""
         self.epochs += 1
-        if self.best is None:
-            self.best = cv_loss
-            return self.epochs < self.max_epochs
-        gain = (self.best - cv_loss) / abs(self.best) if self.best else 0.0
-        self.rejected = cv_loss > self.best
+        more = not self.max_epochs or self.epochs < self.max_epochs
+        if cv_loss is None:
+            return more
+        if not math.isfinite(cv_loss):
+            cv_loss = math.inf  # NaN compares false: make it a rejected epoch
+        if self.best_cv is None:
+            self.best_cv = cv_loss
+            return more
+        if math.isfinite(self.best_cv) and self.best_cv:
+            gain = (self.best_cv - cv_loss) / abs(self.best_cv)
+        else:
+            gain = 0.0 if cv_loss >= self.best_cv else math.inf
+        self.rejected = cv_loss > self.best_cv
         if not self.rejected:
-            self.best = cv_loss
+            self.best_cv = cv_loss
         if self.decaying and gain < self.stop_threshold and self.epochs >= self.min_epochs:
             return False
         if not self.decaying and gain < self.start_threshold:
             self.decaying = True
         if self.decaying:
-            self.lr *= self.decay
-        return self.epochs < self.max_epochs
+            self.newbob_scale *= self.decay
+        if self.min_lr and self.lr < self.min_lr:
+            return False
+        return more
 
     def state_dict(self):
-        return {k: getattr(self, k) for k in ("lr", "best", "decaying", "rejected", "epochs")}
+        return {k: getattr(self, k) for k in ("newbob_scale", "best_cv", "decaying", "rejected",
+                                              "epochs", "base_lr")}
 
     def load_state_dict(self, state):
-        for k, v in state.items():
-            setattr(self, k, v)
+        for k in ("newbob_scale", "best_cv", "decaying", "rejected", "epochs", "base_lr"):
+            if k in state:
+                setattr(self, k, state[k])
+        if "decaying" not in state:  # written by the reduce-on-plateau newbob before it
+            self.decaying = self.newbob_scale < 1.0
 
 
 def as_schedule(lr) -> Schedule:
-    """A Schedule from a number, a Schedule or any ``f(step, samples)`` callable."""
-    if isinstance(lr, Schedule):
-        return lr
-    if callable(lr):
-        return _Callable(lr)
-    return Constant(lr)
-
-
-class _Callable(Schedule):
-    def __init__(self, fn):
-        self.fn = fn
-
-    def __call__(self, step, samples):
-        return float(self.fn(step, samples))
+    """A Schedule from a number or a Schedule."""
+    return lr if isinstance(lr, Schedule) else Constant(lr)

@@ -5,7 +5,6 @@
 PyTorch modules.
 """
 
-from asrkit.models.archive import Archive, ArchiveError, load_archive, save_archive
 from asrkit.models.model import (
     Model,
     check_model_header,
@@ -15,6 +14,7 @@ from asrkit.models.model import (
     save,
 )
 from asrkit.models.torch_state import from_torch_state_dict, to_torch_state_dict
+from asrkit.utils.archive import Archive, ArchiveError, load_archive, save_archive
 
 __all__ = ["Archive", "ArchiveError", "Model", "check_model_header", "from_torch_state_dict",
            "load", "load_archive", "model_from_archive", "non_finite", "save", "save_archive",

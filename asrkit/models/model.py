@@ -1,6 +1,6 @@
 """Acoustic models: a network description, its parameters and its token inventory, in one file.
 
-``save(path, model)`` writes an ``.npz`` archive (see :mod:`asrkit.models.archive`) whose JSON
+``save(path, model)`` writes an ``.npz`` archive (see :mod:`asrkit.utils.archive`) whose JSON
 header holds the network description (``[network]`` of the training config), the input
 dimension, the tokens and the blank id, and whose arrays are the parameters by name. ``load``
 rebuilds the graph from the description: no recipe or training code is needed.
@@ -22,7 +22,7 @@ from asrkit.config.acoustic_net import (
     parse_network,
 )
 from asrkit.graph import Sequence, evaluate
-from asrkit.models.archive import Archive, ArchiveError, save_archive
+from asrkit.utils.archive import Archive, ArchiveError, check_format, save_archive
 
 FORMAT = "asrkit-model"
 VERSION = 1
@@ -145,15 +145,7 @@ def check_model_header(header: dict, where: str) -> tuple[dict, int, list[str], 
                                                      dict[str, tuple]]:
     """Validate a model header; returns ``(network, input_dim, tokens, blank, reader,
     {parameter name: shape})``. Raises ArchiveError naming ``where`` and the key."""
-    if header.get("format") != FORMAT:
-        raise ArchiveError(f"{where}: not an asrkit model (format {header.get('format')!r})")
-    version = header.get("version", 0)
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise ArchiveError(f"{where}: header key 'version': expected an integer, got "
-                           f"{version!r}")
-    if version > VERSION:
-        raise ArchiveError(f"{where}: model format version {version} is newer than "
-                           f"this asrkit reads ({VERSION})")
+    check_format(header, where, FORMAT, VERSION, "asrkit model")
     for key in ("network", "input_dim", "tokens", "blank", "params"):
         if key not in header:
             raise ArchiveError(f"{where}: header key '{key}' is missing")

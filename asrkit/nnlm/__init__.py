@@ -23,7 +23,7 @@ _EXPORTS = {
     "TrainOptions": "asrkit.nnlm.training",
     "fit": "asrkit.nnlm.training",
     "bucket_batches": "asrkit.nnlm.training",
-    "ModelFileError": "asrkit.nnlm.checkpoint",
+    "ModelFileError": "asrkit.nnlm.model",
     "Hypothesis": "asrkit.nnlm.rescore",
     "rescore_nbest": "asrkit.nnlm.rescore",
     "read_nbest": "asrkit.nnlm.rescore",

@@ -30,8 +30,36 @@ from asrkit.nnlm.config import LstmLMConfig
 from asrkit.nnlm.inference import LN10, StepModel
 from asrkit.nnlm.network import LMNetwork
 from asrkit.nnlm.vocab import BOS, EOS, UNK, Vocabulary
+from asrkit.utils.archive import Archive, ArchiveError, check_format, save_archive
 
+FORMAT = "asrkit-lstm-lm"  # an archive (asrkit.utils.archive): parameters by name + JSON header
+VERSION = 1
 SCORE_FLOATS = 1 << 24  # 64 MB per [T, B, V] float32 array when scoring sentences
+
+
+class ModelFileError(ArchiveError):
+    """An unreadable or inconsistent LSTM LM file; the message names the file."""
+
+
+def write_model_file(path: str | os.PathLike, header: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``header`` (JSON-ready dict; the format tag is added) and ``arrays`` to ``path``,
+    atomically."""
+    save_archive(path, {"format": FORMAT, "version": VERSION, **header}, arrays)
+
+
+def read_model_file(path: str | os.PathLike, want=None) -> tuple[dict, dict[str, np.ndarray]]:
+    """``(header, {name: array})`` of a file written by :func:`write_model_file`, with the
+    arrays whose names ``want(name)`` accepts (default: all; the others are never read).
+    Errors are ModelFileError naming the file."""
+    path = os.fspath(path)
+    try:
+        with Archive(path) as archive:
+            header = archive.header
+            check_format(header, path, FORMAT, VERSION, "asrkit LSTM LM")
+            arrays = {k: archive.read(k) for k in archive.names if want is None or want(k)}
+    except ArchiveError as e:
+        raise ModelFileError(str(e)) from None
+    return header, arrays
 
 
 class LstmState:
@@ -120,8 +148,6 @@ class LstmLM:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write config, vocabulary, training history and parameters to one file, atomically."""
-        from asrkit.nnlm.checkpoint import write_model_file
-
         header = {"config": self.config.as_dict(), "vocab": self.vocabulary.words,
                   "history": self.history}
         write_model_file(path, header, self.network.values())
@@ -129,8 +155,6 @@ class LstmLM:
     @classmethod
     def load(cls, path: str | os.PathLike) -> LstmLM:
         """Read a model written by :meth:`save`; errors name the file."""
-        from asrkit.nnlm.checkpoint import ModelFileError, read_model_file
-
         # "optimizer/..." members are a training state: never read here
         header, arrays = read_model_file(path, want=lambda name: "/" not in name)
         try:

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from asrkit.learners import SGD, Adam, NewBob, Trainer
+from asrkit.nnlm.model import ModelFileError, read_model_file, write_model_file
 from asrkit.utils import progress
 
 
@@ -176,26 +177,22 @@ def _copy_values(lm) -> dict[str, np.ndarray]:
 
 
 OPTIMIZER = "optimizer/"  # array name prefix of the learner's slots in a training state
+STATE_VERSION = 2  # 1: asrkit before one learner stack (slots per parameter, the old newbob)
 
 
 def save_training_state(path, lm, trainer, rng, epoch: int) -> None:
     """Write everything a resumed run needs after ``epoch`` to ``path`` (atomically): the
-    model file's content plus the learner's slots and counters, newbob's state, the batching
-    RNG and the minibatch counter (dropout seeds). The file also loads as a model."""
-    from asrkit.nnlm.checkpoint import write_model_file
-
+    model file's content plus the learner's state (slots as ``optimizer/<slot>/<name>``, counters,
+    scalars, newbob's state), the batching RNG and the minibatch counter (dropout seeds). The
+    file also loads as a model."""
     learner = trainer.learners[0]
     state = learner.state_dict()
-    arrays = dict(lm.network.values())
-    scalars = []
-    for i, slots in enumerate(state["slots"]):
-        scalars.append({k: v for k, v in slots.items() if not isinstance(v, np.ndarray)})
-        arrays.update({f"{OPTIMIZER}{i}/{k}": v for k, v in slots.items()
-                       if isinstance(v, np.ndarray)})
+    arrays = dict(lm.network.values()) | learner.slot_arrays(OPTIMIZER)
     header = {"config": lm.config.as_dict(), "vocab": lm.vocabulary.words,
               "history": lm.history,
-              "training": {"epoch": epoch, "step": state["step"], "samples": state["samples"],
-                           "schedule": state["schedule"], "slot_scalars": scalars,
+              "training": {"version": STATE_VERSION, "epoch": epoch, "step": state["step"],
+                           "samples": state["samples"], "schedule": state["schedule"],
+                           "scalars": state["scalars"],
                            "parameters": [p.name for p in learner.parameters],
                            "rng": rng.bit_generator.state, "minibatches": trainer.minibatches}}
     write_model_file(path, header, arrays)
@@ -205,26 +202,27 @@ def restore_training_state(path, lm, trainer, rng) -> int:
     """Load :func:`save_training_state`'s file into ``lm``, the trainer's learner and ``rng``;
     returns the epoch it was written after. The model must have the same config and
     vocabulary."""
-    from asrkit.nnlm.checkpoint import ModelFileError, read_model_file
-
     header, arrays = read_model_file(path)
     t = header.get("training")
     if t is None:
         raise ModelFileError(f"{path}: a model file without training state; cannot resume")
+    if t.get("version") != STATE_VERSION:
+        raise ModelFileError(f"{path}: the training state of an older asrkit (before one learner "
+                             "stack); it cannot resume (the file still loads as a model)")
     if header["config"] != lm.config.as_dict() or header["vocab"] != lm.vocabulary.words:
         raise ModelFileError(f"{path}: the checkpoint's network config or vocabulary differs "
                              "from this run's")
     learner = trainer.learners[0]
     if t["parameters"] != [p.name for p in learner.parameters]:
         raise ModelFileError(f"{path}: the checkpoint's optimizer covers other parameters")
-    slots = [dict(s) for s in t["slot_scalars"]]
-    for name, v in arrays.items():
-        if name.startswith(OPTIMIZER):
-            i, k = name[len(OPTIMIZER):].split("/", 1)
-            slots[int(i)][k] = np.array(v)
+    try:
+        slots = learner.slots_from(arrays, OPTIMIZER)
+    except KeyError as e:
+        raise ModelFileError(f"{path}: learner slot {e} is missing (another optimizer?)") from None
     lm.load_values({k: v for k, v in arrays.items() if not k.startswith(OPTIMIZER)})
     learner.load_state_dict({"step": t["step"], "samples": t["samples"],
-                             "schedule": t["schedule"], "slots": slots})
+                             "schedule": t["schedule"], "slots": slots,
+                             "scalars": t.get("scalars", {})})
     rng.bit_generator.state = t["rng"]
     trainer.minibatches = int(t["minibatches"])
     lm.history[:] = list(header.get("history", []))

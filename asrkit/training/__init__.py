@@ -1,4 +1,5 @@
-"""Training (``asrkit.training``): reader/minibatcher, Trainer, checkpoints, training configs.
+"""Training (``asrkit.training``): reader/minibatcher, Trainer, checkpoints, training configs;
+the learners (update rules, schedules, ``[learner]``) are ``asrkit.learners``.
 
     from asrkit.training import Trainer, load_train_config
     Trainer(load_train_config("data/conf/blstm_ctc.toml")).train()
@@ -16,14 +17,13 @@ from asrkit.training.config import (
     load_train_config,
     parse_train_config,
 )
-from asrkit.training.optim import LearnerConfig, Optimizer, Schedule, clip_gradients
 from asrkit.training.reader import Batch, Reader, ReaderConfig, ReaderError, pad_batch
 from asrkit.training.trainer import Trainer, TrainingError
 
 __all__ = [
-    "Batch", "CriterionConfig", "DistributedConfig", "LearnerConfig", "Optimizer", "Reader",
-    "ReaderConfig", "ReaderError", "Schedule", "TokenError", "TokenTable", "TrainConfig",
-    "TrainSection", "Trainer", "TrainingError", "clip_gradients", "latest_checkpoint",
+    "Batch", "CriterionConfig", "DistributedConfig", "Reader", "ReaderConfig", "ReaderError",
+    "TokenError", "TokenTable", "TrainConfig", "TrainSection", "Trainer", "TrainingError",
+    "latest_checkpoint",
     "load_train_config", "make_token_table", "pad_batch", "parse_train_config",
     "read_checkpoint",
 ]

@@ -1,11 +1,17 @@
 """Checkpoints: everything needed to continue a run exactly, in one atomically written file.
 
-A checkpoint is an archive (``asrkit.models.archive``) whose header holds the config, the model
+A checkpoint is an archive (``asrkit.utils.archive``) whose header holds the config, the model
 header, the position (global step, epoch, next minibatch of the epoch's plan), the schedule and
-counters, and whose arrays are the parameters (``param/<name>``), the learner's slots
-(``opt/<slot>/<i>``), block-momentum state (``bmuf/<what>/<i>``) and each rank's 1-bit residuals
-(``onebit/<rank>/<i>``). Files are ``OUT/checkpoints/ckpt-<step>.npz``; ``OUT/checkpoints/last``
+counters, the learner's counters and scalars (``optimizer_count``, ``optimizer_samples``,
+``optimizer_scalars``), and whose arrays are the parameters (``param/<name>``), the learner's
+slots by parameter name (``opt/<slot>/<name>``, e.g. ``opt/m/lstm.W``; ``opt@<rank>/<slot>/..``
+per rank under BMUF), block-momentum state (``bmuf/<what>/<i>``) and each rank's 1-bit residuals
+(``onebit/<rank>/<name>``). Files are ``OUT/checkpoints/ckpt-<step>.npz``; ``OUT/checkpoints/last``
 names the newest, and is replaced only after the checkpoint itself is complete.
+
+Version 1 (asrkit before one learner stack: slots as ``opt/slots/<i>``, ``opt/slots2/<i>``)
+still reads, for its parameters (``asrkit model average``, ``[train] init`` after averaging);
+resuming one is refused with a message saying so.
 
 Reading trusts nothing: :func:`read_checkpoint` checks the header (counters, schedule, the model
 header with its parameter shapes), reads only the arrays a checkpoint holds, each against the
@@ -25,18 +31,19 @@ import sys
 
 import numpy as np
 
+from asrkit.learners import LEARNER_CLASSES
 from asrkit.models import Archive, ArchiveError, check_model_header, non_finite, save_archive
 from asrkit.utils import atomic_write_text
+from asrkit.utils.archive import check_format
 
 FORMAT = "asrkit-checkpoint"
-VERSION = 1
+VERSION = 2
 NAME = re.compile(r"ckpt-(\d+)\.npz")
 # header counters: name -> smallest value
 COUNTERS = {"step": 0, "epoch": 0, "batch_index": 0, "optimizer_count": 0, "skipped_steps": 0,
             "ranks": 1, "bmuf_steps_in_block": 0}
-# array prefixes a checkpoint holds (param/<name>, the rest <prefix>[@rank]/<index>)
-PREFIXES = ("opt/slots", "opt/slots2", "bmuf/global", "bmuf/start", "bmuf/delta", "local",
-            "onebit")
+# array prefixes a checkpoint holds by parameter index (<prefix>/<index>, local/<rank>/<index>)
+PREFIXES = ("bmuf/global", "bmuf/start", "bmuf/delta")
 
 
 def checkpoint_dir(out_dir: str) -> str:
@@ -159,6 +166,9 @@ def read_checkpoint(path: str) -> tuple[dict, dict[str, np.ndarray]]:
     missing = [n for n in shapes if f"param/{n}" not in arrays]
     if missing:
         raise ArchiveError(f"{path}: parameters missing: {', '.join(missing)}")
+    missing = _missing_slots(header, arrays)
+    if missing:
+        raise ArchiveError(f"{path}: learner slots missing: {', '.join(missing[:3])}")
     bad = non_finite(arrays)
     if bad:
         raise ArchiveError(f"{path}: arrays are not finite ({bad})")
@@ -167,26 +177,44 @@ def read_checkpoint(path: str) -> tuple[dict, dict[str, np.ndarray]]:
 
 def _check_header(header: dict, path: str) -> dict[str, tuple]:
     """Check a checkpoint header; returns the model's ``{parameter: shape}``."""
-    if header.get("format") != FORMAT:
-        raise ArchiveError(f"{path}: not an asrkit checkpoint (format {header.get('format')!r})")
-    version = header.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version > VERSION:
-        raise ArchiveError(f"{path}: checkpoint version {version!r} is not one this asrkit "
-                           f"reads (<= {VERSION})")
+    check_format(header, path, FORMAT, VERSION, "asrkit checkpoint")
     for key, low in COUNTERS.items():
         v = header.get(key)
         if not isinstance(v, int) or isinstance(v, bool) or v < low:
             raise ArchiveError(f"{path}: header key '{key}': expected an integer >= {low}, got "
                                f"{v!r}")
     schedule = header.get("schedule")
-    scale = schedule.get("newbob_scale") if isinstance(schedule, dict) else None
+    scale = schedule.get("newbob_scale", 1.0) if isinstance(schedule, dict) else None
     best = schedule.get("best_cv") if isinstance(schedule, dict) else None
     if not _finite_number(scale) or scale <= 0 or not (best is None or _finite_number(best)):
-        raise ArchiveError(f"{path}: header key 'schedule': expected newbob_scale > 0 and a "
-                           f"finite best_cv or null, got {schedule!r}")
+        raise ArchiveError(f"{path}: header key 'schedule': expected an object (newbob_scale "
+                           f"> 0 and a finite best_cv or null), got {schedule!r}")
+    header.setdefault("optimizer_parameters", [])
+    names = header["optimizer_parameters"]
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ArchiveError(f"{path}: header key 'optimizer_parameters': expected a list of "
+                           "parameter names")
+    samples = header.get("optimizer_samples", 0)
+    scalars = header.get("optimizer_scalars", [{}])
+    if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0 or \
+            not isinstance(scalars, list) or not scalars or \
+            not all(isinstance(d, dict) and all(map(_finite_number, d.values())) for d in scalars):
+        raise ArchiveError(f"{path}: header keys 'optimizer_samples' / 'optimizer_scalars': "
+                           "expected an integer >= 0 / a list of objects of finite numbers")
     if not isinstance(header.get("config"), dict) or not isinstance(header.get("model"), dict):
         raise ArchiveError(f"{path}: header keys 'config' and 'model' must be objects")
     return check_model_header(header["model"], f"{path}: model")[5]
+
+
+def _missing_slots(header: dict, arrays: dict) -> list[str]:
+    """The learner slot members that ``optimizer_parameters`` (the learner's parameter names)
+    and the learner type call for and the checkpoint lacks (every rank's under BMUF)."""
+    learner = header["config"].get("learner", {})
+    cls = LEARNER_CLASSES.get(learner.get("type") if isinstance(learner, dict) else None)
+    slots = cls.SLOTS if cls is not None else ()
+    return [f"opt/{slot}/{name}" for slot in slots for name in header["optimizer_parameters"]
+            if f"opt/{slot}/{name}" not in arrays and not all(
+                f"opt@{r}/{slot}/{name}" in arrays for r in range(header["ranks"]))]
 
 
 def _finite_number(v) -> bool:
@@ -197,15 +225,11 @@ def _expected_shape(name: str, shapes: dict[str, tuple]) -> tuple | None:
     """The shape member ``name`` must have (None: not a checkpoint member)."""
     if name.startswith("param/"):
         return shapes.get(name[len("param/"):])
+    if name.startswith(("opt/", "opt@", "onebit/")):  # opt[@rank]/<slot>/<name>, onebit/<rank>/..
+        parts = name.split("/", 2)
+        return shapes.get(parts[2]) if len(parts) == 3 else None
     prefix, _, index = name.rpartition("/")
-    if prefix.split("@")[0] not in PREFIXES and not prefix.startswith(("local/", "onebit/")):
-        return None
-    if not index.isdigit():
+    if prefix not in PREFIXES and not prefix.startswith("local/"):
         return None
     order = list(shapes.values())
-    i = int(index)
-    if i < len(order):
-        return order[i]
-    if i == len(order) and prefix.split("@")[0] == "opt/slots2":
-        return (1,)  # FSAdaGrad's smoothed frame count
-    return None
+    return order[int(index)] if index.isdigit() and int(index) < len(order) else None

@@ -1,7 +1,7 @@
 """Training configs: one TOML file, CNTK-style sections, every key checked.
 
 Sections: ``[network]`` (asrkit.config.acoustic_net), ``[criterion]``, ``[reader]``
-(asrkit.training.reader.ReaderConfig), ``[learner]`` (asrkit.training.optim.LearnerConfig),
+(asrkit.training.reader.ReaderConfig), ``[learner]`` (asrkit.learners.LearnerConfig),
 ``[distributed]`` and ``[train]``, e.g. ``data/conf/blstm_ctc.toml``. Errors name the file and
 the key at fault; ``--set section.key=value`` overrides take TOML values (``lr=0.1``,
 ``unit="word"``; a bare word is a string).
@@ -20,8 +20,8 @@ from asrkit.config.acoustic_net import (
     check_parameter_memory,
     parse_network,
 )
+from asrkit.learners import LEARNER_CLASSES, LEARNER_TYPES, LearnerConfig
 from asrkit.training.criteria import CRITERION_TYPES
-from asrkit.training.optim import LEARNER_TYPES, LearnerConfig
 from asrkit.training.reader import ReaderConfig, reader_config_from_dict
 
 
@@ -106,15 +106,14 @@ RANGES = {
                     "variance_time_constant": "(0, inf)", "target_denominator": "(0, inf)",
                     "l2": "[0, inf)", "clip_norm": "[0, inf)", "clip_value": "[0, inf)",
                     "warmup_steps": "[0, inf)", "decay": "(0, inf)", "newbob_factor": "(0, 1]",
-                    "newbob_threshold": "(-inf, inf)", "min_lr": "[0, inf)"},
+                    "newbob_threshold": "(-inf, inf)", "newbob_stop_threshold": "(-inf, inf)",
+                    "newbob_min_epochs": "[0, inf)", "min_lr": "[0, inf)"},
     DistributedConfig: {"block_size": "[1, inf)", "block_lr": "(0, inf)",
                         "onebit_min_size": "[0, inf)"},
     TrainSection: {"epochs": "[1, inf)", "checkpoint_every": "[0, inf)",
                    "keep_checkpoints": "[0, inf)", "log_every": "[0, inf)",
                    "max_steps": "[0, inf)", "seed": "[0, 9.2e18]"},
 }
-# learner slots per parameter (momentum, Adam's moments, FSAdaGrad's mean squares)
-LEARNER_SLOTS = {"sgd": 1, "adam": 2, "adamw": 2, "fsadagrad": 2}
 
 
 def _section(cls, data: dict, where: str):
@@ -210,7 +209,7 @@ def parse_train_config(data: dict, path: str = "<config>", overrides=()) -> Trai
     _choice(train.device, ("cpu", "cuda"), f"{path}: [train].device")
     # parameters, gradients and the learner's slots (before the data gives the input size);
     # activations need the other half
-    check_parameter_memory(network, 1, 1, path, copies=2 + LEARNER_SLOTS[learner.type],
+    check_parameter_memory(network, 1, 1, path, copies=2 + len(LEARNER_CLASSES[learner.type].SLOTS),
                            what="parameters, gradients and learner state", share=0.5)
     return TrainConfig(network, criterion, reader, learner, dist, train, path)
 

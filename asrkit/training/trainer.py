@@ -18,12 +18,14 @@ and models. Resuming restores parameters, learner slots, schedule, 1-bit residua
 momentum, counters and the reader position; everything random is seeded by the step, so a
 resumed single-rank CPU run is bit-identical to an uninterrupted one.
 
-With ``[train] device = "cuda"`` on one rank (``allreduce`` mode) the parameters and the learner's
-slots live on the GPU for the whole run (``asrkit.training.device_optim``): the graph reads the
-device parameters, the gradients stay on the device, and clipping and the update run as fused
-kernels; only the loss and one 16-byte reduction come back per step. ``pull_parameters`` brings
-them to the host, which checkpoints, host-side CV and the final model do; a checkpoint holds host
-arrays as on the CPU, and loading one uploads it. Several ranks, 1-bit SGD and BMUF exchange
+The learner is ``asrkit.learners.build_learner`` of the ``[learner]`` section; this loop prepares
+the gradients (the MPI modes) and calls its ``apply``. With ``[train] device = "cuda"`` on one
+rank (``allreduce`` mode) the parameters and the learner's slots live on the GPU for the whole
+run (``asrkit.learners.DeviceLearner``): the graph reads the device parameters, the gradients
+stay on the device, and clipping and the update run as fused kernels; only the loss and one
+16-byte reduction come back per step. ``pull_parameters`` brings them to the host, which
+checkpoints, host-side CV and the final model do; a checkpoint holds host arrays as on the CPU,
+and loading one uploads it. Several ranks, 1-bit SGD and BMUF exchange
 gradients or models through the host, so there the update stays on the host.
 """
 
@@ -43,6 +45,7 @@ from asrkit.config.acoustic_net import output_lengths
 from asrkit.distributed import BlockMomentum, Communicator, OneBitAggregator, get_communicator
 from asrkit.graph import Executor, evaluate, forward_backward, get_plan
 from asrkit.io.tokens import TokenTable
+from asrkit.learners import DeviceLearner, build_learner, clip_gradients
 from asrkit.models import Model, save
 from asrkit.training.checkpoint import (
     flatten,
@@ -53,8 +56,6 @@ from asrkit.training.checkpoint import (
 )
 from asrkit.training.config import TrainConfig
 from asrkit.training.criteria import CriterionError, build_criterion
-from asrkit.training.device_optim import DeviceOptimizer
-from asrkit.training.optim import Optimizer, Schedule, clip_gradients
 from asrkit.training.reader import Batch, Reader
 from asrkit.utils import atomic_write_text, progress
 
@@ -136,9 +137,10 @@ class Trainer:
             raise TrainingError(str(e)) from e
         self.labels, self.costs, self.errors = criterion.labels, criterion.costs, criterion.errors
         self.loss = ops.sum_all(self.costs)
-        self.optimizer = Optimizer(config.learner, [p.shape for p in self.params])
         scale = {"none": 1.0, "linear": float(N), "sqrt": math.sqrt(N)}[dist.lr_scale]
-        self.schedule = Schedule(config.learner, scale)
+        self.learner = build_learner(config.learner, self.param_nodes, scale)
+        # the learner's (trainable) parameters: the gradients are taken and exchanged for these
+        self.train_nodes = self.learner.parameters
         self.onebit = OneBitAggregator(self.comm, dist.onebit_min_size) \
             if dist.mode == "1bit" else None
         if N > 1 and dist.mode != "bmuf":  # BlockMomentum does this itself
@@ -149,9 +151,11 @@ class Trainer:
             self.bmuf = BlockMomentum(self.comm, self.params, dist.block_size,
                                       None if dist.block_momentum < 0 else dist.block_momentum,
                                       dist.block_lr)
-        self.device_optimizer = None
+        self.device_learner = None
         if config.train.device == "cuda" and N == 1 and dist.mode == "allreduce":
-            self.device_optimizer = DeviceOptimizer(self.optimizer, self.params)
+            trained = {id(p) for p in self.train_nodes}
+            frozen = [p for p in self.param_nodes if id(p) not in trained]
+            self.device_learner = DeviceLearner(self.learner, frozen)
         self.step = 0
         self.epoch = 0
         self.batch_index = 0
@@ -177,39 +181,44 @@ class Trainer:
             f.write(json.dumps(record) + "\n")
 
     # -- one step -------------------------------------------------------------------------
+    def _lr(self) -> float:
+        """The scheduled rate of global step ``self.step`` (1-based; skipped steps count)."""
+        return self.learner.schedule(self.step - 1, self.learner.samples, self.epoch)
+
     def _feeds(self, batch: Batch) -> dict:
         return {self.model.feats: (batch.feats, batch.lengths),
                 self.labels: (np.ascontiguousarray(batch.targets.T), batch.target_lengths)}
 
     def _graph_params(self) -> dict | None:
         """``{Parameter: device array}`` when the parameters live on the device, else None."""
-        dev = self.device_optimizer
-        return None if dev is None else dict(zip(self.param_nodes, dev.params))
+        dev = self.device_learner
+        return None if dev is None else dict(zip(dev.nodes, dev.params))
 
     def pull_parameters(self) -> list[np.ndarray]:
         """Copy the device parameters and learner slots into the host arrays (``params``, the
-        model's Parameter values, the Optimizer's slots); returns ``params``. A no-op when the
+        model's Parameter values, the learner's slots); returns ``params``. A no-op when the
         update runs on the host."""
-        if self.device_optimizer is not None:
-            self.device_optimizer.download(self.params)
+        if self.device_learner is not None:
+            self.device_learner.download()
         return self.params
 
     def _local_gradients(self, batch: Batch) -> tuple[float, list]:
         """The loss and the summed gradients of this rank's ``batch``: host arrays, or device
         arrays when the update runs on the device (``batch`` must then be non-empty)."""
+        nodes = self.train_nodes
         if batch.size == 0:
-            return 0.0, [np.zeros_like(p) for p in self.params]
+            return 0.0, [np.zeros_like(p.value) for p in nodes]
         seed = _seed(self.config.train.seed, self.step, self.comm.rank)
         device = self.config.train.device
-        if self.device_optimizer is None:
-            values, grads = forward_backward(self.loss, self.param_nodes, self._feeds(batch),
-                                             train=True, seed=seed, device=device)
-            return float(np.asarray(values[0])), [grads[p] for p in self.param_nodes]
+        if self.device_learner is None:
+            values, grads = forward_backward(self.loss, nodes, self._feeds(batch), train=True,
+                                             seed=seed, device=device)
+            return float(np.asarray(values[0])), [grads[p] for p in nodes]
         # forward_backward would bring the gradients to the host: run the plan directly
-        ex = Executor(get_plan([self.loss], wrt=self.param_nodes, root=self.loss), device)
+        ex = Executor(get_plan([self.loss], wrt=nodes, root=self.loss), device)
         res = ex.run(self._feeds(batch), train=True, seed=seed, params=self._graph_params())
         loss = float(np.asarray(ex.backend.to_host(res.outputs[0])))
-        return loss, [res.grads[p] for p in self.param_nodes]
+        return loss, [res.grads[p] for p in nodes]
 
     def _device_step(self, batch: Batch, lr: float) -> dict:
         """``train_step`` on one rank with the update on the device."""
@@ -217,7 +226,7 @@ class Trainer:
         ok = bool(np.isfinite(loss))
         applied = False
         if ok and batch.frames > 0:
-            ok = applied = self.device_optimizer.step(grads, lr, batch.frames, 1.0 / batch.frames)
+            ok = applied = self.device_learner.step(grads, lr, batch.frames, 1.0 / batch.frames)
         if not ok:
             self.skipped_steps += 1
             self._log(f"step {self.step}: non-finite loss or gradient; the minibatch is skipped "
@@ -230,8 +239,8 @@ class Trainer:
         """Run one step on this rank's ``batch``; returns ``{loss, frames, applied, lr}`` with
         the loss summed over ranks."""
         self.step += 1
-        lr = self.schedule.lr(self.step, self.epoch)
-        if self.device_optimizer is not None:
+        lr = self._lr()
+        if self.device_learner is not None:
             return self._device_step(batch, lr)
         loss, grads = self._local_gradients(batch)
         grads = [np.ascontiguousarray(g, np.float32) for g in grads]
@@ -258,10 +267,9 @@ class Trainer:
                 g *= np.float32(scale)
             if self.onebit is not None:
                 self.onebit.aggregate_(grads)
-            clip_gradients(grads, self.config.learner.clip_norm, self.config.learner.clip_value)
+            clip_gradients(grads, self.learner.clip_norm, self.learner.clip_value)
             if mode != "bmuf" or batch.frames:
-                self.optimizer.step(self.params, grads, lr,
-                                    batch.frames if mode == "bmuf" else frames)
+                self.learner.apply(grads, batch.frames if mode == "bmuf" else frames, lr)
         elif not ok:
             self.skipped_steps += 1
             self._log(f"step {self.step}: non-finite loss or gradient on some rank; the minibatch "
@@ -302,17 +310,21 @@ class Trainer:
         """Write a checkpoint of the current state (rank 0 writes; every rank takes part)."""
         self.pull_parameters()
         arrays = {f"param/{k}": p.value for k, p in self.model.params.items()}
-        opt = self.optimizer.state_dict()
+        state = self.learner.state_dict()
+        names = [p.name for p in self.train_nodes]
         # with bmuf every rank's local learner has its own slots; otherwise they are identical
         per_rank = self.bmuf is not None and self.comm.size > 1
-        for key in ("slots", "slots2"):
+        for key, a in self.learner.slot_arrays().items():
             if not per_rank:
-                arrays.update(flatten(f"opt/{key}", opt[key]))
+                arrays[f"opt/{key}"] = a
                 continue
-            for i, a in enumerate(opt[key]):
-                every = self.comm.allgather(a)
-                for rank in range(self.comm.size):
-                    arrays[f"opt/{key}@{rank}/{i}"] = every[rank]
+            for rank, mine in enumerate(self.comm.allgather(a)):
+                arrays[f"opt@{rank}/{key}"] = mine
+        scalars = [state["scalars"]]
+        if per_rank and state["scalars"]:
+            keys = sorted(state["scalars"])
+            every = self.comm.allgather(np.array([state["scalars"][k] for k in keys], np.float64))
+            scalars = [dict(zip(keys, map(float, row))) for row in every]
         if self.bmuf is not None:
             st = self.bmuf.state_dict()
             for k in ("global", "start", "delta"):
@@ -323,15 +335,17 @@ class Trainer:
                     for rank in range(self.comm.size):
                         arrays[f"local/{rank}/{i}"] = every[rank]
         if self.onebit is not None and self.onebit.residuals is not None:
-            for i, r in enumerate(self.onebit.residuals):
+            for name, r in zip(names, self.onebit.residuals):
                 every = self.comm.allgather(r)
                 for rank in range(self.comm.size):
-                    arrays[f"onebit/{rank}/{i}"] = every[rank]
+                    arrays[f"onebit/{rank}/{name}"] = every[rank]
         if not self.comm.is_main:
             return None
         header = {"config": self.config.as_dict(), "model": self.model.header(),
                   "step": self.step, "epoch": self.epoch, "batch_index": self.batch_index,
-                  "schedule": self.schedule.state_dict(), "optimizer_count": opt["count"],
+                  "schedule": state["schedule"], "optimizer_count": state["step"],
+                  "optimizer_samples": state["samples"], "optimizer_scalars": scalars,
+                  "optimizer_parameters": names,
                   "skipped_steps": self.skipped_steps, "ranks": self.comm.size,
                   "mode": self.config.distributed.mode,
                   "bmuf_steps_in_block": self.bmuf.steps_in_block if self.bmuf else 0}
@@ -342,19 +356,29 @@ class Trainer:
         """Restore the state saved in ``path`` (read by rank 0, broadcast to every rank)."""
         data = read_checkpoint(path) if self.comm.is_main else None
         header, arrays = self.comm.bcast(data)
+        version = header.get("version", 0)
+        if version < 2:
+            raise TrainingError(
+                f"{path}: a checkpoint of an older asrkit (version {version}, before one learner "
+                "stack); it cannot resume. Its parameters can: `asrkit model average OUT "
+                "model.mdl --avg 1`, then [train] init = \"model.mdl\" in a new run")
         if header["model"]["network"] != self.model.network:
             raise TrainingError(f"{path}: the checkpoint's [network] differs from the config's; "
                                 "resume with the config the run started with")
         for k, p in self.model.params.items():
             p.set_value(arrays[f"param/{k}"])
-        slots = {}
-        for key in ("slots", "slots2"):
-            slots[key] = unflatten(f"opt/{key}", arrays)
-            if not slots[key] and any(k.startswith(f"opt/{key}@") for k in arrays):
-                rank = self.comm.rank if header["ranks"] == self.comm.size else 0
-                slots[key] = unflatten(f"opt/{key}@{rank}", arrays)
-        self.optimizer.load_state_dict({"count": header["optimizer_count"], **slots})
-        self.schedule.load_state_dict(header["schedule"])
+        rank = self.comm.rank if header["ranks"] == self.comm.size else 0
+        per_rank = not any(k.startswith("opt/") for k in arrays)
+        try:
+            slots = self.learner.slots_from(arrays, f"opt@{rank}/" if per_rank else "opt/")
+        except KeyError as e:
+            raise TrainingError(f"{path}: learner slot {e} is missing (written with another "
+                                "[learner] type?)") from None
+        scalars = header.get("optimizer_scalars", [{}])
+        self.learner.load_state_dict({"step": header["optimizer_count"],
+                                      "samples": header.get("optimizer_samples", 0),
+                                      "schedule": header["schedule"], "slots": slots,
+                                      "scalars": scalars[rank if rank < len(scalars) else 0]})
         if self.bmuf is not None:
             self.bmuf.load_state_dict({k: unflatten(f"bmuf/{k}", arrays)
                                        for k in ("global", "start", "delta")}
@@ -366,7 +390,8 @@ class Trainer:
             elif local:
                 self.bmuf.sync(self.params)
         if self.onebit is not None:
-            mine = unflatten(f"onebit/{self.comm.rank}", arrays)
+            mine = [arrays[k] for k in (f"onebit/{self.comm.rank}/{p.name}"
+                                        for p in self.train_nodes) if k in arrays]
             if mine and header["ranks"] == self.comm.size:
                 self.onebit.residuals = [np.array(r, np.float32) for r in mine]
             elif mine:
@@ -375,8 +400,8 @@ class Trainer:
         if header["ranks"] != self.comm.size and header["batch_index"]:
             self._log(f"{path}: written by {header['ranks']} ranks, resuming on "
                       f"{self.comm.size}: the rest of this epoch reads other minibatches")
-        if self.device_optimizer is not None:
-            self.device_optimizer.upload(self.params)
+        if self.device_learner is not None:
+            self.device_learner.upload()
         self.step = int(header["step"])
         self.epoch = int(header["epoch"])
         self.batch_index = int(header["batch_index"])
@@ -402,7 +427,7 @@ class Trainer:
             return
         self._record({"step": self.step, "kind": "train", "epoch": self.epoch + 1,
                       "loss": w["loss"] / max(w["frames"], 1),
-                      "lr": self.schedule.lr(self.step, self.epoch),
+                      "lr": self._lr() if self.step else 0.0,
                       "frames_per_s": w["frames"] / max(w["time"], 1e-9),
                       "bytes_per_step": self.bytes_sent, "skipped_steps": self.skipped_steps})
         self._window = {"loss": 0.0, "frames": 0, "time": 0.0, "steps": 0}
@@ -439,19 +464,25 @@ class Trainer:
                 stopped = True
                 break
             cv = self.evaluate() if self.cv_reader is not None else None
+            schedule = self.learner.schedule
+            scale = getattr(schedule, "newbob_scale", 1.0)
+            keep = schedule.epoch_end(None if cv is None else cv["loss"])
             if cv is not None:
-                lowered = self.schedule.on_cv(cv["loss"])
                 self._record({"step": self.step, "kind": "cv", "epoch": self.epoch + 1,
                               "loss": cv["loss"], "cv_error": cv["cv_error"],
-                              "lr": self.schedule.lr(self.step, self.epoch)})
+                              "lr": self._lr()})
+                lowered = getattr(schedule, "newbob_scale", 1.0) < scale
+                # a rejected epoch's parameters are kept (nnet1 would restore the best ones)
                 self._log(f"epoch {self.epoch + 1}: CV loss {cv['loss']:.4f} per frame, token "
                           f"error rate {100 * cv['cv_error']:.2f}%"
+                          + (" (newbob: worse than the best epoch)" if schedule.rejected else "")
                           + (" (newbob: learning rate lowered)" if lowered else ""))
             self.epoch += 1
             self.batch_index = 0
             self.save_checkpoint()
-            if self.schedule.stop(self.epoch):
-                self._log("learning rate below min_lr: stopping")
+            if not keep:
+                self._log("newbob: stopping (the CV gain fell below newbob_stop_threshold, or "
+                          "the rate below min_lr)")
                 break
             if tc.max_steps and self.step >= tc.max_steps and self.epoch < tc.epochs:
                 self._log(f"stopping after step {self.step} (max_steps)")

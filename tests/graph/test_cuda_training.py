@@ -96,7 +96,7 @@ def test_update_on_the_device_matches_the_host(tmp_path, name):
     data, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=6, dim=3, frames_per_token=2)
     cpu = _small(data, tokens, str(tmp_path / "cpu"), "cpu", LEARNERS[name])
     dev = _small(data, tokens, str(tmp_path / "cuda"), "cuda", LEARNERS[name])
-    assert cpu.device_optimizer is None and dev.device_optimizer is not None
+    assert cpu.device_learner is None and dev.device_learner is not None
     start = [p.copy() for p in cpu.params]
     batches = [cpu.reader.load(u, 0, i) for i, u in enumerate(cpu.reader.plan(0))][:3]
     for batch in batches:
@@ -106,10 +106,10 @@ def test_update_on_the_device_matches_the_host(tmp_path, name):
     for p, a, b, s in zip(cpu.param_nodes, cpu.params, dev.pull_parameters(), start):
         assert np.abs(a - s).max() > 1e-4, p.name
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6, err_msg=p.name)
-    assert dev.optimizer.count == cpu.optimizer.count == len(batches)
-    for a, b in zip(cpu.optimizer.slots + cpu.optimizer.slots2,
-                    dev.optimizer.slots + dev.optimizer.slots2):
-        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
+    assert dev.learner.step == cpu.learner.step == len(batches)
+    for k in cpu.learner.slots:
+        for a, b in zip(cpu.learner.slots[k], dev.learner.slots[k]):
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.cuda
@@ -129,10 +129,10 @@ def test_parameters_stay_on_the_device_between_steps(tmp_path, monkeypatch):
             return _orig(self, a)
         monkeypatch.setattr(cuda_backend.Backend, fn, record)
     pulls = []
-    monkeypatch.setattr(tr.device_optimizer, "download", lambda params: pulls.append(1))
+    monkeypatch.setattr(tr.device_learner, "download", lambda: pulls.append(1))
     for i, u in enumerate(list(tr.reader.plan(0))[:3]):
         assert tr.train_step(tr.reader.load(u, 0, i))["applied"]
-        assert all(hasattr(d, "copy_to_host") for d in tr.device_optimizer.params)
+        assert all(hasattr(d, "copy_to_host") for d in tr.device_learner.params)
     assert not pulls
     assert moved and not [m for m in moved if m[1] in shapes]  # inputs and the loss only
     for a, b in zip(host_before, tr.params):  # the host copies are untouched until a pull

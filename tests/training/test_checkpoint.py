@@ -24,8 +24,7 @@ def _write(out, step, keep=3, changes=None):
               "optimizer_count": step, "skipped_steps": 0, "ranks": 1, "mode": "allreduce",
               "bmuf_steps_in_block": 0}
     arrays = {f"param/{k}": np.full(p.shape, step, np.float32) for k, p in MODEL.params.items()}
-    arrays.update({f"opt/slots/{i}": np.zeros(p.shape, np.float32)
-                   for i, p in enumerate(MODEL.params.values())})
+    arrays.update({f"opt/v/{k}": np.zeros(p.shape, np.float32) for k, p in MODEL.params.items()})
     for k, v in (changes or {}).items():
         (arrays if "/" in k else header)[k] = v
     return write_checkpoint(out, step, header, arrays, keep=keep)
@@ -46,7 +45,7 @@ def test_write_rotates_points_last_and_removes_stale_temporaries(tmp_path):
     assert header["step"] == 5
     assert np.array_equal(arrays["param/output.W"], np.full((3, 2), 5, "f4"))
     assert sorted(arrays) == sorted([f"param/{k}" for k in MODEL.params]
-                                    + [f"opt/slots/{i}" for i in range(4)])
+                                    + [f"opt/v/{k}" for k in MODEL.params])
 
 
 def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path):
@@ -73,9 +72,12 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path):
     ({"schedule": {"newbob_scale": float("nan"), "best_cv": None}}, "header key 'schedule'"),
     ({"model": {"format": "x"}}, "not an asrkit model"),
     ({"param/output.b": np.zeros(5, np.float32)}, r"member 'param/output.b': shape \[5\]"),
-    ({"opt/slots/1": np.zeros((4, 4), np.float32)}, r"member 'opt/slots/1': shape \[4, 4\]"),
-    ({"opt/slots/0": np.ones((2, 3), np.int64)}, "expected one of kinds 'f'"),
-], ids=["step", "ranks", "schedule", "model", "param-shape", "slot-shape", "slot-dtype"])
+    ({"opt/v/output.b": np.zeros((4, 4), np.float32)}, r"member 'opt/v/output.b': shape \[4, 4\]"),
+    ({"opt/v/output.W": np.ones((3, 2), np.int64)}, "expected one of kinds 'f'"),
+    ({"config": {"learner": {"type": "adam"}}, "optimizer_parameters": ["output.b"]},
+     "learner slots missing: opt/m/output.b"),
+], ids=["step", "ranks", "schedule", "model", "param-shape", "slot-shape", "slot-dtype",
+        "slot-missing"])
 def test_every_part_of_a_checkpoint_is_checked(tmp_path, change, match):
     out = str(tmp_path)
     good = _write(out, 1)

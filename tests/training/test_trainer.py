@@ -199,3 +199,18 @@ def test_init_starts_from_a_pretrained_models_parameters(tmp_path):
                     train={"init": f"{first}/final.mdl"})
     with pytest.raises(RuntimeError, match=r"first/final.mdl: its \[network\] differs"):
         Trainer(other, log=lambda m: None)
+
+
+def test_a_checkpoint_of_an_older_asrkit_is_refused_with_the_way_out(tmp_path):
+    from asrkit.training import TrainingError
+    from tests.fuzz.npz_files import header_of, read_members, with_header, write_members
+
+    data, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=6)
+    out = str(tmp_path / "exp")
+    Trainer(_config(data, tokens, out, train={"max_steps": 1}), log=lambda m: None).train()
+    path = latest_checkpoint(out)
+    members = read_members(path)
+    write_members(path, with_header(members, {**header_of(members), "version": 1}))
+    assert read_checkpoint(path)[0]["version"] == 1  # its parameters still read (model average)
+    with pytest.raises(TrainingError, match="version 1.*cannot resume.*asrkit model average"):
+        Trainer(_config(data, tokens, out), log=lambda m: None).train(resume=True)

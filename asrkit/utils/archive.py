@@ -1,4 +1,5 @@
-"""One-file archives of arrays plus a JSON header, written atomically (models and checkpoints).
+"""One-file archives of arrays plus a JSON header, written atomically: the one npz format of
+acoustic models, graph model files, LSTM LMs and training checkpoints.
 
 The file is a plain ``.npz`` (readable by ``numpy.load`` without pickles): the entry
 ``__header__`` holds UTF-8 JSON as a uint8 array, every other entry is one named array. Writing
@@ -62,8 +63,8 @@ class Archive:
                 raise ArchiveError(f"{self.path}: corrupt header (not UTF-8 JSON: "
                                    f"{str(e)[:200]})") from None
             if not isinstance(header, dict):
-                raise ArchiveError(f"{self.path}: corrupt header (a JSON "
-                                   f"{type(header).__name__}, not an object)")
+                raise ArchiveError(f"{self.path}: corrupt header: not a JSON object (a "
+                                   f"{type(header).__name__})")
         except (ArchiveError, NpzError) as e:
             self.close()
             raise ArchiveError(str(e)) from None
@@ -96,6 +97,17 @@ class Archive:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def check_format(header: dict, where: str, fmt: str, version: int, what: str) -> None:
+    """Raise ArchiveError naming ``where`` unless ``header`` has format tag ``fmt`` and an
+    integer ``version`` of at most ``version`` (``what``: the kind of file, for the message)."""
+    if header.get("format") != fmt:
+        raise ArchiveError(f"{where}: not an {what} (format {header.get('format')!r})")
+    v = header.get("version", 0)
+    if not isinstance(v, int) or isinstance(v, bool) or v > version:
+        raise ArchiveError(f"{where}: {what} format version {v!r} is not one this asrkit reads "
+                           f"(<= {version})")
 
 
 def load_archive(path: str | os.PathLike, names=None) -> tuple[dict, dict[str, np.ndarray]]:

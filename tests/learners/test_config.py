@@ -1,9 +1,11 @@
-"""Learners against torch.optim, clipping against torch's clip_grad_norm_, newbob."""
+"""The ``[learner]`` section's learners against torch.optim, clipping against torch's
+clip_grad_norm_, newbob, FSAdaGrad against CNTK's rule."""
 
 import numpy as np
 import pytest
 
-from asrkit.training import LearnerConfig, Optimizer, Schedule, clip_gradients
+from asrkit.graph import parameter
+from asrkit.learners import LearnerConfig, build_learner, clip_gradients
 
 torch = pytest.importorskip("torch")
 
@@ -21,20 +23,20 @@ def test_updates_match_torch_optim(kind, torch_cls, kwargs, rng):
                         beta2=kwargs.get("betas", (0.9, 0.999))[1],
                         l2=kwargs.get("weight_decay", 0.0))
     p0 = rng.standard_normal((4, 3)).astype(np.float32)
-    ours = [p0.copy()]
-    opt = Optimizer(cfg, [p0.shape])
+    ours = parameter(p0.shape, init=p0.copy())
+    opt = build_learner(cfg, [ours])
     tp = torch.nn.Parameter(torch.from_numpy(p0.copy()))
     topt = torch_cls([tp], lr=0.05, **kwargs)
     for _ in range(5):
         g = rng.standard_normal(p0.shape).astype(np.float32)
-        opt.step(ours, [g.copy()], 0.05)
+        opt.apply([g.copy()], 1, 0.05)
         tp.grad = torch.from_numpy(g.copy())
         topt.step()
-    np.testing.assert_allclose(ours[0], tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.value, tp.detach().numpy(), rtol=1e-5, atol=1e-6)
     state = opt.state_dict()
-    again = Optimizer(cfg, [p0.shape])
+    again = build_learner(cfg, [parameter(p0.shape)])
     again.load_state_dict(state)
-    assert again.count == 5
+    assert again.step == 5
 
 
 def test_global_norm_clipping_matches_torch(rng):
@@ -49,29 +51,31 @@ def test_global_norm_clipping_matches_torch(rng):
         np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-5, atol=1e-7)
 
 
-def test_newbob_halves_when_cv_stops_improving_and_stops_at_min_lr():
-    s = Schedule(LearnerConfig(lr=1.0, newbob=True, newbob_threshold=0.01, min_lr=0.3,
-                               warmup_steps=4))
-    assert s.lr(1, 0) == 0.25 and s.lr(4, 0) == 1.0
-    assert not s.on_cv(2.0)
-    assert not s.on_cv(1.5)          # 25% better
-    assert s.on_cv(1.499)            # < 1% better: halve
-    assert s.lr(10, 1) == 0.5 and not s.stop(1)
-    assert s.on_cv(1.6)              # worse: halve again
-    assert s.stop(2)
-    fresh = Schedule(s.config)
+def test_newbob_is_nnet1s_and_stops_at_min_lr():
+    cfg = LearnerConfig(lr=1.0, newbob=True, newbob_threshold=0.01, min_lr=0.3, warmup_steps=4)
+    s = build_learner(cfg, [parameter(1)]).schedule
+    assert s(0, 0, 0) == 0.25 and s(3, 0, 0) == 1.0
+    assert s.epoch_end(2.0)          # the baseline
+    assert s.epoch_end(1.5)          # 25% better: keep the rate
+    assert s.epoch_end(1.499)        # < 1% better: halve, and every epoch from now on
+    assert s(10, 0, 1) == 0.5 and s.decaying
+    fresh = build_learner(cfg, [parameter(1)]).schedule
     fresh.load_state_dict(s.state_dict())
-    assert fresh.lr(10, 1) == 0.25 and fresh.best_cv == 1.499
+    assert not s.epoch_end(1.6)      # worse while decaying: rejected, and stop
+    assert s.rejected and s.best_cv == 1.499
+    assert fresh(10, 0, 1) == 0.5 and fresh.best_cv == 1.499
+    fresh.stop_threshold = -1.0      # never stopped by the gain: min_lr stops it
+    assert not fresh.epoch_end(1.6) and fresh.lr == 0.25
 
 
 def test_momentum_time_constant_is_cntks_per_minibatch_momentum():
-    opt = Optimizer(LearnerConfig(type="sgd", momentum_time_constant=1000.0), [(1,)])
-    assert opt.momentum(1000) == pytest.approx(np.exp(-1.0))
-    p, v = [np.zeros(1, np.float32)], None
+    p = parameter(1, init=0.0)
+    opt = build_learner(LearnerConfig(type="sgd", momentum_time_constant=1000.0), [p])
+    assert opt.momentum_for(1000) == pytest.approx(np.exp(-1.0))
     for frames in (500, 2000):
-        opt.step(p, [np.ones(1, np.float32)], 0.1, frames)
+        opt.apply([np.ones(1, np.float32)], frames, 0.1)
     v = np.exp(-2.0) * 1.0 + 1.0  # v1 = g; v2 = exp(-2000/1000) v1 + g
-    np.testing.assert_allclose(p[0], -0.1 * (1.0 + v), rtol=1e-6)
+    np.testing.assert_allclose(p.value, -0.1 * (1.0 + v), rtol=1e-6)
 
 
 def _cntk_fsadagrad(p, grads_sum, frames, lr, momentum, var_tc):
@@ -93,22 +97,22 @@ def test_fsadagrad_is_cntks_rule_on_the_summed_gradient(rng):
     p0 = rng.standard_normal((4, 3)).astype(np.float32)
     frames = [120, 80, 200, 150]
     sums = [rng.standard_normal(p0.shape) * n * 0.01 for n in frames]
-    ours = [p0.copy()]
-    opt = Optimizer(cfg, [p0.shape])
+    ours = parameter(p0.shape, init=p0.copy())
+    opt = build_learner(cfg, [ours])
     for g, n in zip(sums, frames):
-        opt.step(ours, [(g / n).astype(np.float32)], 0.01, frames=n)
+        opt.apply([(g / n).astype(np.float32)], n, 0.01)
     ref = _cntk_fsadagrad(p0, sums, frames, 0.01, 0.8, 500.0)
-    np.testing.assert_allclose(ours[0], ref, rtol=1e-5, atol=1e-6)
-    # the smoothed frame count travels with the slots (so checkpoints and BMUF carry it)
+    np.testing.assert_allclose(ours.value, ref, rtol=1e-5, atol=1e-6)
+    # the smoothed frame count travels with the state (so checkpoints and BMUF carry it)
     state = opt.state_dict()
-    assert len(state["slots2"]) == 2 and state["slots2"][1][0] > 0
-    again = Optimizer(cfg, [p0.shape])
+    assert sorted(state["slots"]) == ["mom", "s"] and state["scalars"]["count"] > 0
+    b = parameter(p0.shape, init=ours.value.copy())
+    again = build_learner(cfg, [b])
     again.load_state_dict(state)
-    a, b = [ours[0].copy()], [ours[0].copy()]
     g = rng.standard_normal(p0.shape).astype(np.float32)
-    opt.step(a, [g.copy()], 0.01, 100)
-    again.step(b, [g.copy()], 0.01, 100)
-    np.testing.assert_array_equal(a[0], b[0])
+    opt.apply([g.copy()], 100, 0.01)
+    again.apply([g.copy()], 100, 0.01)
+    np.testing.assert_array_equal(ours.value, b.value)
 
 
 def test_fsadagrad_from_toml_and_its_options_are_checked():
