@@ -15,7 +15,9 @@ from asrkit.models.model import (
     save,
 )
 from asrkit.models.torch_state import from_torch_state_dict, to_torch_state_dict
+from asrkit.models.transducer import TransducerModel
 
-__all__ = ["Archive", "ArchiveError", "Model", "check_model_header", "from_torch_state_dict",
+__all__ = ["Archive", "ArchiveError", "Model", "TransducerModel", "check_model_header",
+           "from_torch_state_dict",
            "load", "load_archive", "model_from_archive", "non_finite", "save", "save_archive",
            "to_torch_state_dict"]
