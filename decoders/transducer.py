@@ -25,7 +25,7 @@ import heapq
 
 import numpy as np
 
-from asrkit.decoders.ctc import LN10, _logaddexp, _LmScorer, _Spelling
+from asrkit.decoders.ctc import LN10, _LmScorer, _logaddexp, _Spelling
 from asrkit.decoders.ctm import WordTiming, nbest_confidences, word_timings
 from asrkit.decoders.options import count, finite
 from asrkit.kernels.transducer import greedy_search, joiner_logits, log_softmax
@@ -144,25 +144,15 @@ def transducer_beam_search(enc, predictor, weight, bias, blank: int = 0, beam: i
         outs = np.stack([hyps[n].out for n in nids])
         logp = log_softmax(joiner_logits(enc[t][None, :], outs, weight, bias))
         cands: dict[int, tuple] = {}  # node -> (acoustic, parent node, label or -1)
-
-        def offer(nid, ac, parent, label):
-            old = cands.get(nid)
-            if old is None:
-                cands[nid] = (ac, parent, label)
-            elif ac > old[0]:  # merged: the better path gives the state and the frames
-                cands[nid] = (_logaddexp(ac, old[0]), parent, label)
-            else:
-                cands[nid] = (_logaddexp(ac, old[0]),) + old[1:]
-
         for i, nid in enumerate(nids):
             h = hyps[nid]
-            offer(nid, h.acoustic + float(logp[i, blank]), nid, -1)
+            _offer(cands, nid, h.acoustic + float(logp[i, blank]), nid, -1)
             row = logp[i].copy()
             row[blank] = -np.inf
             for v in np.argpartition(-row, k - 1)[:k] if k > 0 else ():
                 child = spell.child(nid, int(v))
                 if child >= 0:
-                    offer(child, h.acoustic + float(row[v]), nid, int(v))
+                    _offer(cands, child, h.acoustic + float(row[v]), nid, int(v))
         best = heapq.nlargest(beam, cands.items(),
                               key=lambda kv: kv[1][0] + spell.nodes[kv[0]].lm_score)
         new = {}
@@ -175,6 +165,18 @@ def transducer_beam_search(enc, predictor, weight, bias, blank: int = 0, beam: i
                 new[nid] = _Hyp(ac, st, o, p.frames + (t,))
         hyps = new
     return _finish(hyps, spell, lm, lm_weight, unit, nbest)
+
+
+def _offer(cands: dict, nid: int, ac: float, parent: int, label: int) -> None:
+    """Add a candidate for prefix ``nid``: a prefix reached twice is one hypothesis whose
+    probability is the sum of both; the better path gives its state and frames."""
+    old = cands.get(nid)
+    if old is None:
+        cands[nid] = (ac, parent, label)
+    elif ac > old[0]:
+        cands[nid] = (_logaddexp(ac, old[0]), parent, label)
+    else:
+        cands[nid] = (_logaddexp(ac, old[0]),) + old[1:]
 
 
 def _finish(hyps, spell, lm, lm_weight, unit, nbest) -> list[TransducerHypothesis]:

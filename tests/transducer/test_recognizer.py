@@ -1,5 +1,6 @@
 """A transducer model folder transcribes audio to words through asrkit.Recognizer and the
-``asrkit transcribe`` command: a tiny transducer trained on tone "words" (tests/recognizer/tones)."""
+``asrkit transcribe`` command: a tiny transducer trained on tone "words"
+(tests/recognizer/tones)."""
 
 import json
 import os
@@ -13,6 +14,8 @@ from asrkit.io import DataDir, write_table
 from asrkit.recognizer import Recognizer, RecognizerError, package_model_folder
 from asrkit.training import Trainer, parse_train_config
 from tests.recognizer.tones import TOKENS, recording, write_wav
+
+pytestmark = pytest.mark.slow  # the fixture trains a transducer: ~2 min on two busy cores
 
 FBANK = '[features]\ntype = "fbank"\nnum_mel_bins = 40\n[cmvn]\nmode = "none"\n'
 
@@ -48,9 +51,9 @@ def tone_transducer(tmp_path_factory):
         "criterion": {"type": "transducer", "predictor_dim": 8, "joiner_dim": 16,
                       "context_size": 1},
         "reader": {"data_dir": data, "tokens": tokens, "unit": "word", "cmvn": "none",
-                   "minibatch_frames": 2000},
-        "learner": {"type": "adam", "lr": 0.03},
-        "train": {"epochs": 40, "out_dir": str(root / "exp"), "log_every": 0}}, "tones.toml")
+                   "minibatch_frames": 300},
+        "learner": {"type": "adam", "lr": 0.02},
+        "train": {"epochs": 30, "out_dir": str(root / "exp"), "log_every": 0}}, "tones.toml")
     Trainer(cfg, log=lambda m: None).train()
     conf = root / "fbank.toml"
     conf.write_text(FBANK)
