@@ -44,7 +44,7 @@ def test_a_tiny_transducer_learns_to_transcribe_its_utterances(tmp_path):
     assert isinstance(model, TransducerModel)
     feats = read_table_dict("scp:" + os.path.join(data, "feats.scp"))
     stats = read_table_dict("scp:" + os.path.join(data, "cmvn.scp"))
-    text, utt2spk = DataDir.read(data).text(), DataDir.read(data).utt2spk()
+    text, utt2spk = DataDir.read(data).text(), DataDir.read(data).utt2spk
     step = predictor_step("stateless", model.predictor_arrays(), model.blank)
     W, b = model.joiner.weight.value, model.joiner.bias.value
     exact, plain, errors, n = 0, 0, 0, 0
