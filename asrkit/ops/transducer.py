@@ -39,9 +39,30 @@ def _prepend_bwd(ctx, g, y, x):
     return (np.ascontiguousarray(g[1:]),)
 
 
+def _prepend_cuda(ctx, x):
+    from numba import cuda
+
+    rest = tuple(x.shape[1:])
+    y = cuda.device_array((x.shape[0] + 1,) + rest, x.dtype)
+    y[:1].copy_to_device(np.zeros((1,) + rest, x.dtype))
+    if x.shape[0]:
+        y[1:].copy_to_device(x)
+    return y
+
+
+def _prepend_cuda_bwd(ctx, g, y, x):
+    from numba import cuda
+
+    gx = cuda.device_array((g.shape[0] - 1,) + tuple(g.shape[1:]), g.dtype)
+    if gx.shape[0]:
+        gx.copy_to_device(g[1:])
+    return (gx,)
+
+
 prepend_zero_frame_p = Primitive(
     "prepend_zero_frame", ("x",), _prepend_rule, _prepend_fwd, _prepend_bwd, needs=(),
-    keeps_padding_zero=True, lengths_rule=lambda ctx, x: ctx.in_lengths[0] + 1)
+    keeps_padding_zero=True, lengths_rule=lambda ctx, x: ctx.in_lengths[0] + 1,
+    cuda=_prepend_cuda, cuda_backward=_prepend_cuda_bwd)
 
 
 def prepend_zero_frame(x, name=""):
