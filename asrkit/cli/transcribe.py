@@ -55,6 +55,15 @@ def add_arguments(parser) -> None:
                              "'asrkit[vad]')")
     parser.add_argument("--hotwords", metavar="FILE", default=None,
                         help="phrases to favour, one per line ('phrase :boost')")
+    rnnt = parser.add_argument_group("transducer models (asrkit.recognizer.transducer)")
+    rnnt.add_argument("--method", choices=["beam", "greedy"], default=None,
+                      help="modified beam search (default) or greedy search")
+    rnnt.add_argument("--max-symbols", type=int, default=None,
+                      help="greedy: labels per frame at most (default 3)")
+    rnnt.add_argument("--lm", default=None, metavar="ARPA",
+                      help="n-gram LM for shallow fusion (beam search)")
+    rnnt.add_argument("--lm-weight", type=float, default=None,
+                      help="weight of the fused LM (default 0.3)")
     stream = parser.add_argument_group("streaming")
     stream.add_argument("--stream", action="store_true",
                         help="decode as the audio arrives; print partial and final results")
@@ -147,7 +156,9 @@ def run(args) -> int:
                                   beam=args.beam,
                                   acoustic_scale=args.acoustic_scale,
                                   word_insertion_penalty=args.word_insertion_penalty,
-                                  nbest=args.nbest, hotwords=args.hotwords)
+                                  nbest=args.nbest, hotwords=args.hotwords,
+                                  method=args.method, max_symbols=args.max_symbols,
+                                  lm=args.lm, lm_weight=args.lm_weight)
         rec.check_can_transcribe()
         if args.stream:
             failed = _stream(rec, args)

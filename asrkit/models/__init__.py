@@ -14,8 +14,10 @@ from asrkit.models.model import (
     save,
 )
 from asrkit.models.torch_state import from_torch_state_dict, to_torch_state_dict
+from asrkit.models.transducer import TransducerModel
 from asrkit.utils.archive import Archive, ArchiveError, load_archive, save_archive
 
-__all__ = ["Archive", "ArchiveError", "Model", "check_model_header", "from_torch_state_dict",
+__all__ = ["Archive", "ArchiveError", "Model", "TransducerModel", "check_model_header",
+           "from_torch_state_dict",
            "load", "load_archive", "model_from_archive", "non_finite", "save", "save_archive",
            "to_torch_state_dict"]

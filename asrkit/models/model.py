@@ -79,6 +79,11 @@ class Model:
             if k in self.params:
                 self.params[k].set_value(v)
 
+    def copy_with(self, params: dict) -> Model:
+        """A new model of the same description with ``params`` ``{name: array}``."""
+        return Model(self.network, self.input_dim, self.tokens, self.blank, params=params,
+                     reader=self.reader)
+
     def output_lengths(self, lengths) -> np.ndarray:
         """Output frames per sequence for input ``lengths`` (after stacking/subsampling)."""
         return output_lengths(self.network, lengths)
@@ -167,7 +172,16 @@ def check_model_header(header: dict, where: str) -> tuple[dict, int, list[str], 
         check_parameter_memory(network, input_dim, len(tokens), where)
     except ConfigError as e:
         raise ArchiveError(str(e)) from None
-    shapes = parameter_shapes(network, input_dim, len(tokens))
+    if "transducer" in header:
+        from asrkit.models.transducer import transducer_parameter_shapes
+
+        try:
+            _, shapes = transducer_parameter_shapes(
+                lambda dim: parameter_shapes(network, input_dim, dim), header, len(tokens), where)
+        except ValueError as e:
+            raise ArchiveError(str(e)) from None
+    else:
+        shapes = parameter_shapes(network, input_dim, len(tokens))
     names = header["params"]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ArchiveError(f"{where}: header key 'params': expected a list of names")
@@ -187,6 +201,11 @@ def _model_from(header: dict, where: str, read) -> Model:
     bad = non_finite(values)
     if bad:
         raise ArchiveError(f"{where}: parameters are not finite ({bad})")
+    if "transducer" in header:
+        from asrkit.models.transducer import TransducerModel
+
+        return TransducerModel(network, input_dim, tokens, blank, params=values, reader=reader,
+                               transducer=header["transducer"])
     return Model(network, input_dim, tokens, blank, params=values, reader=reader)
 
 

@@ -99,6 +99,11 @@ from asrkit.ops.shape_ops import (
     transpose,
 )
 from asrkit.ops.softmax import log_softmax, softmax
+from asrkit.ops.transducer import (
+    prepend_zero_frame,
+    transducer_greedy_errors,
+    transducer_loss,
+)
 
 __all__ = [
     "abs", "add", "avg_pool1d", "batch_norm", "blstm", "classification_error", "clip", "concat",
@@ -106,10 +111,11 @@ __all__ = [
     "div", "dropout", "edit_distance", "elu", "embedding", "exp", "expand_dims", "future_value",
     "gelu", "getitem", "identity", "layer_norm", "leaky_relu", "log", "log_softmax", "lstm",
     "matmul", "max_all", "max_pool1d", "maximum", "mean_all", "minimum", "mul", "neg",
-    "past_value", "pow", "reciprocal", "recurrence", "reduce_max", "reduce_mean", "reduce_min",
-    "reduce_sum", "relu", "reshape", "sequence_first", "sequence_last", "sequence_lengths",
+    "past_value", "pow", "prepend_zero_frame", "reciprocal", "recurrence", "reduce_max",
+    "reduce_mean", "reduce_min", "reduce_sum", "relu", "reshape", "sequence_first",
+    "sequence_last", "sequence_lengths",
     "sequence_max", "sequence_mean", "sequence_reverse", "sequence_sum", "sigmoid", "slice_axis",
     "softmax", "softplus", "splice", "splice_frames", "sqrt", "square", "squeeze", "stack",
     "stack_frames", "stop_gradient", "sub", "subsample_frames", "sum_all", "swapaxes", "tanh",
-    "times", "transpose",
+    "times", "transducer_greedy_errors", "transducer_loss", "transpose",
 ]

@@ -65,6 +65,11 @@ def _item(item, index: int) -> tuple:
     return item, None, None if isinstance(item, (str, os.PathLike)) else f"item {index}"
 
 
+def is_transducer(folder: ModelFolder) -> bool:
+    """Whether the folder's model is a transducer (searched without a decoding graph)."""
+    return hasattr(folder.model, "transducer")
+
+
 class Recognizer:
     """A loaded model folder with checked search options; see the module docstring.
 
@@ -86,6 +91,14 @@ class Recognizer:
         self.vad = check_vad(vad)
         self.hotwords = load_hotwords(hotwords)
         self._contexts: dict = {}
+        self.transducer = None  # the search of a transducer folder (asrkit.recognizer.transducer)
+        if is_transducer(folder):
+            from asrkit.recognizer.transducer import TransducerSearch
+
+            if self.hotwords:
+                raise RecognizerError(f"{folder.path}: hotwords are not supported with a "
+                                      "transducer model")
+            self.transducer = TransducerSearch(folder, options)
         if self.hotwords and folder.graph is not None:
             self.context()  # a hotword the graph cannot output is an error now, not per file
         shift_ms = float(folder.feature_config.options.get("frame_shift", 10.0))
@@ -101,11 +114,18 @@ class Recognizer:
         ``word_insertion_penalty``, ``lattice_beam``, ``nbest`` (None: the folder's default,
         else DecodeOptions'); ``vad``, ``hotwords``: see the class. Raises RecognizerError
         (ModelFolderError for the folder) naming the file or option at fault. A folder without
-        a decoding graph can align, not transcribe.
+        a decoding graph can align, not transcribe. A transducer folder needs no graph and
+        takes ``asrkit.recognizer.transducer``'s options instead (``method``, ``beam``, ``lm``,
+        ...).
         """
         folder = load_model_folder(path, need_graph=False)
-        opts = search_options(search, folder.manifest["decode"], folder.frame_shift,
-                              f"{os.path.join(folder.path, MANIFEST)}: decode.")
+        where = f"{os.path.join(folder.path, MANIFEST)}: decode."
+        if is_transducer(folder):
+            from asrkit.recognizer.transducer import transducer_options
+
+            opts = transducer_options(search, folder.manifest["decode"], where)
+        else:
+            opts = search_options(search, folder.manifest["decode"], folder.frame_shift, where)
         return cls(folder, opts, max_chunk, vad, hotwords)
 
     # -- settings ----------------------------------------------------------------------------
@@ -128,7 +148,7 @@ class Recognizer:
     def settings(self) -> dict:
         """Keyword arguments that rebuild this Recognizer with ``from_dir`` (worker processes)."""
         opts = dataclasses.asdict(self.options)
-        opts.pop("frame_shift")
+        opts.pop("frame_shift", None)
         from asrkit.recognizer.hotwords import hotword_lines
 
         return {"path": os.path.abspath(self.folder.path), "max_chunk": self.max_chunk,
@@ -136,7 +156,7 @@ class Recognizer:
 
     def check_can_transcribe(self) -> None:
         """RecognizerError unless the folder has a decoding graph (alignment needs none)."""
-        if self.folder.graph is None:
+        if self.folder.graph is None and self.transducer is None:
             raise RecognizerError(f"{self.folder.path}: the model folder has no decoding graph "
                                   "(package it with --graph to transcribe)")
 
@@ -209,6 +229,9 @@ class Recognizer:
     def log_probs(self, feats: np.ndarray) -> np.ndarray:
         """float32 ``[T', C]`` log-posteriors of one utterance's normalised features."""
         model = self.folder.model
+        if self.transducer is not None:
+            raise RecognizerError(f"{self.folder.path}: a transducer model has no per-frame "
+                                  "log-probabilities (alignment and streaming need a CTC model)")
         if feats.ndim != 2 or feats.shape[1] != model.input_dim:
             raise RecognizerError(f"features of shape {list(feats.shape)} do not fit the model "
                                   f"([frames, {model.input_dim}]): is features.toml the "
@@ -218,6 +241,19 @@ class Recognizer:
         if not np.all(np.isfinite(logp)):
             raise RecognizerError("the model gave NaN or infinite log-probabilities")
         return logp
+
+    def encode(self, feats: np.ndarray) -> np.ndarray:
+        """float32 ``[T', H]`` encoder output of a transducer model for one utterance's
+        normalised features."""
+        model = self.folder.model
+        if feats.ndim != 2 or feats.shape[1] != model.input_dim:
+            raise RecognizerError(f"features of shape {list(feats.shape)} do not fit the model "
+                                  f"([frames, {model.input_dim}]): is features.toml the "
+                                  "training config?")
+        enc, _ = model.encode(feats)
+        if not np.all(np.isfinite(enc)):
+            raise RecognizerError("the encoder gave NaN or infinite values")
+        return np.ascontiguousarray(enc)
 
     def context(self, hotwords=None):
         """The hotword ``ContextGraph`` over the graph's words of ``hotwords`` (None: the
@@ -274,6 +310,11 @@ class Recognizer:
             wave, feats = self._prepared(audio, sample_rate)
             words = []
             for f0, f1 in self._frame_ranges(wave, feats.shape[0]):
+                if self.transducer is not None:
+                    enc = self.encode(feats[f0:f1]) if f1 > f0 else None
+                    if enc is not None and enc.shape[0]:
+                        words += self.transducer.decode(enc, start=f0 * self.feature_shift)
+                    continue
                 logp = self.log_probs(feats[f0:f1]) if f1 > f0 else None
                 if logp is None or logp.shape[0] == 0:
                     continue
@@ -325,6 +366,9 @@ class Recognizer:
         from asrkit.recognizer.stream import RecognizerStream, StreamOptions
 
         self.check_can_transcribe()
+        if self.transducer is not None:
+            raise RecognizerError(f"{self.folder.path}: streaming is not supported with a "
+                                  "transducer model yet")
         known = [f.name for f in dataclasses.fields(StreamOptions)]
         unknown = [k for k in options if k not in known]
         if unknown:

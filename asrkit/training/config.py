@@ -21,7 +21,7 @@ from asrkit.config.acoustic_net import (
     parse_network,
 )
 from asrkit.learners import LEARNER_CLASSES, LEARNER_TYPES, LearnerConfig
-from asrkit.training.criteria import CRITERION_TYPES
+from asrkit.training.criteria import CRITERION_TYPES, transducer_spec
 from asrkit.training.reader import ReaderConfig, reader_config_from_dict
 
 
@@ -29,12 +29,18 @@ from asrkit.training.reader import ReaderConfig, reader_config_from_dict
 class CriterionConfig:
     """``[criterion]``: ``type = "ctc"`` (``blank``: id, default the tokens' ``<blk>``;
     ``zero_infinity``: impossible alignments cost 0, as torch) or ``"cross_entropy"`` against
-    ``[reader] frame_targets`` (``label_smoothing``)."""
+    ``[reader] frame_targets`` (``label_smoothing``) or ``"transducer"`` (RNN-T: the prediction
+    network and joiner keys of ``asrkit.layers.transducer``)."""
 
     type: str = "ctc"
     blank: int = -1
     zero_infinity: bool = True
     label_smoothing: float = 0.0
+    predictor: str = "stateless"
+    predictor_dim: int = 64
+    context_size: int = 2
+    predictor_layers: int = 1
+    joiner_dim: int = 64
 
 
 @dataclasses.dataclass
@@ -197,6 +203,8 @@ def parse_train_config(data: dict, path: str = "<config>", overrides=()) -> Trai
     if criterion.type == "cross_entropy" and not reader.frame_targets:
         raise ConfigError(f"{path}: [criterion].type = \"cross_entropy\" needs [reader]"
                           ".frame_targets (an rspecifier of per-frame class ids)")
+    if criterion.type == "transducer":
+        transducer_spec(criterion, f"{path}: [criterion]")
     learner = _section(LearnerConfig, data.get("learner", {}), f"{path}: [learner]")
     _choice(learner.type, LEARNER_TYPES, f"{path}: [learner].type")
     dist = _section(DistributedConfig, data.get("distributed", {}), f"{path}: [distributed]")

@@ -14,7 +14,7 @@ import numpy as np
 from asrkit import ops
 from asrkit.graph import input_variable
 
-CRITERION_TYPES = ("ctc", "cross_entropy")
+CRITERION_TYPES = ("ctc", "cross_entropy", "transducer")
 
 
 @dataclasses.dataclass
@@ -29,6 +29,26 @@ class Criterion:
 
 class CriterionError(ValueError):
     """A criterion the model or the reader cannot support."""
+
+
+def transducer_spec(crit, where: str = "[criterion]") -> dict:
+    """The transducer description (``asrkit.layers.transducer``) of a CriterionConfig's
+    prediction network and joiner keys; ConfigError naming ``where`` and the key."""
+    from asrkit.layers.transducer import TRANSDUCER_KEYS, parse_transducer
+
+    return parse_transducer({k: getattr(crit, k) for k in TRANSDUCER_KEYS}, where)
+
+
+def build_model(crit, network: dict, input_dim: int, tokens: list[str], blank: int,
+                reader: dict | None = None, params: dict | None = None):
+    """The Model a criterion trains: a ``TransducerModel`` (encoder, prediction network,
+    joiner) for ``type = "transducer"``, else a ``Model`` whose output layer gives the logits."""
+    from asrkit.models import Model, TransducerModel
+
+    if crit.type == "transducer":
+        return TransducerModel(network, input_dim, tokens, blank, params=params, reader=reader,
+                               transducer=transducer_spec(crit))
+    return Model(network, input_dim, tokens, blank, params=params, reader=reader)
 
 
 def build_criterion(crit, model, reader, path: str = "config") -> Criterion:
@@ -53,4 +73,18 @@ def build_criterion(crit, model, reader, path: str = "config") -> Criterion:
         costs = ops.cross_entropy_with_softmax(model.logits, labels, crit.label_smoothing)
         errors = ops.classification_error(model.logits, labels)
         return Criterion(labels, costs, errors)
+    if crit.type == "transducer":
+        if not hasattr(model, "pred"):
+            raise CriterionError(f"{path}: [criterion] type = \"transducer\" needs a transducer "
+                                 "model (build it with build_model)")
+        from asrkit.kernels.rnnt import PRUNE
+
+        w, b = model.joiner.weight, model.joiner.bias
+        costs = ops.transducer_loss(model.enc, model.pred, model.labels, w, b, blank=model.blank,
+                                    prune=PRUNE)
+        errors = ops.transducer_greedy_errors(model.enc, model.labels, w, b,
+                                              model.predictor.step_params(),
+                                              kind=model.transducer["predictor"],
+                                              blank=model.blank)
+        return Criterion(model.labels, costs, errors)
     raise CriterionError(f"{path}: [criterion] type = {crit.type!r}: one of {CRITERION_TYPES}")

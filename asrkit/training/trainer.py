@@ -55,7 +55,7 @@ from asrkit.training.checkpoint import (
     write_checkpoint,
 )
 from asrkit.training.config import TrainConfig
-from asrkit.training.criteria import CriterionError, build_criterion
+from asrkit.training.criteria import CriterionError, build_criterion, build_model
 from asrkit.training.reader import Batch, Reader
 from asrkit.utils import atomic_write_text, progress
 
@@ -123,8 +123,10 @@ class Trainer:
         if model is None:
             init = config.train.init and initial_parameters(
                 config.train.init, config.network, reader.dim, reader.tokens.symbols, blank)
-            model = Model(config.network, reader.dim, reader.tokens.symbols, blank,
-                          reader={**rc.normalization(), "unit": rc.unit}, params=init or None)
+            model = build_model(config.criterion, config.network, reader.dim,
+                                reader.tokens.symbols, blank,
+                                reader={**rc.normalization(), "unit": rc.unit},
+                                params=init or None)
         if model.input_dim != reader.dim:
             raise TrainingError(f"the model takes {model.input_dim}-dim features; "
                                 f"{reader.data_dir} has {reader.dim}")
@@ -491,8 +493,7 @@ class Trainer:
         self.pull_parameters()  # the returned model (and final.mdl) hold the trained values
         if self.comm.is_main and not stopped:
             m = self.model
-            final = Model(m.network, m.input_dim, m.tokens, m.blank, reader=m.reader,
-                          params=dict(zip(m.params, self._final_values())))
+            final = m.copy_with(dict(zip(m.params, self._final_values())))
             save(os.path.join(self.out_dir, "final.mdl"), final)
             self._log(f"wrote {os.path.join(self.out_dir, 'final.mdl')}")
         self.comm.barrier()

@@ -240,6 +240,22 @@ def _ctc(rng):
     return O.ctc_loss(x, y), {x: fx, y: (lab, np.array([1, 1, 2], np.int32))}, {}
 
 
+def _transducer(rng):
+    enc, fenc = seq(rng, D=4, name="enc")
+    pred = input_variable(4, dynamic_axes=("pred", "batch"), name="pred")
+    y = input_variable((), dtype=np.int32, dynamic_axes=("labels", "batch"), name="labels")
+    lab = np.array([[1, 2, 4], [2, 0, 0], [3, 3, 0]], np.int32).T  # [S, B]
+    tl = np.array([1, 1, 2], np.int32)
+    fpred = (rng.standard_normal((4, B, 4)), tl + 1)
+    node = O.transducer_loss(enc, pred, y, param(rng, (5, 4), "Wj"), param(rng, (5,), "bj"))
+    return node, {enc: fenc, pred: fpred, y: (lab, tl)}, {}
+
+
+def _prepend(rng):
+    x, fx = seq(rng)
+    return O.prepend_zero_frame(x) * 1.5, {x: fx}, {}
+
+
 def _ce(smoothing):
     def build(rng):
         x, fx = seq(rng, D=4)
@@ -279,6 +295,7 @@ CASES = {
     "lstm[after_dense_slot_reuse]": _lstm(after_dense=True), "blstm": _blstm(False),
     "blstm[proj]": _blstm(True), "recurrence": _recurrence(False),
     "recurrence[go_backwards]": _recurrence(True), "ctc_loss": _ctc,
+    "transducer_loss": _transducer, "prepend_zero_frame": _prepend,
     "cross_entropy_with_softmax": _ce(0.0), "cross_entropy_with_softmax[smoothing]": _ce(0.1),
 }
 

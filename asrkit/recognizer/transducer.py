@@ -1,0 +1,123 @@
+"""Transcription with a transducer model folder: the search options and the search itself.
+
+A model folder whose ``model.mdl`` is a transducer (``asrkit.models.TransducerModel``) needs no
+decoding graph: the Recognizer runs the encoder over each chunk and searches its output with
+``asrkit.decoders.transducer``. The options (``Recognizer.from_dir(path, **options)``,
+``asrkit transcribe``):
+
+    method = "beam"     # "beam" (icefall's modified beam search) or "greedy"
+    beam = 4            # hypotheses kept per frame
+    max_symbols = 3     # greedy: labels per frame at most
+    nbest = 4           # beam: n-best size for the word confidences
+    lm = None           # an ARPA (or asrkit binary) n-gram LM for shallow fusion
+    lm_weight = 0.3     # its weight (on natural-log probabilities)
+    word_bonus = 0.0    # nats per word
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from asrkit.recognizer.options import MAX_NBEST, RecognizerError
+
+METHODS = ("beam", "greedy")
+
+
+@dataclasses.dataclass
+class TransducerOptions:
+    """The checked search options of a transducer folder (see the module docstring)."""
+
+    method: str = "beam"
+    beam: int = 4
+    max_symbols: int = 3
+    nbest: int = 4
+    lm: str | None = None
+    lm_weight: float = 0.3
+    word_bonus: float = 0.0
+
+
+def transducer_options(given: dict, defaults: dict | None = None,
+                       defaults_where: str = "") -> TransducerOptions:
+    """``TransducerOptions`` from ``given`` (None values ignored) over ``defaults`` (the model
+    folder's ``decode`` table); RecognizerError naming the option (and the file) at fault."""
+    from asrkit.decoders.options import count, finite
+
+    known = [f.name for f in dataclasses.fields(TransducerOptions)]
+    values = {}
+    for source, where in ((defaults or {}, defaults_where), (given, "")):
+        for name, value in source.items():
+            if value is None:
+                continue
+            if name not in known:
+                raise RecognizerError(f"{where}{name}: unknown search option for a transducer "
+                                      f"model (known: {', '.join(known)})")
+            try:
+                if name == "method" and value not in METHODS:
+                    raise ValueError(f"method must be one of {', '.join(METHODS)}, got "
+                                     f"{value!r}")
+                if name in ("beam", "max_symbols", "nbest"):
+                    if isinstance(value, float) and value.is_integer():
+                        value = int(value)  # asrkit transcribe --beam reads a float
+                    value = count(name, value)
+                if name in ("lm_weight", "word_bonus"):
+                    value = finite(name, value)
+                if name == "lm" and not isinstance(value, str):
+                    raise ValueError(f"lm must be a file name, got {value!r}")
+            except ValueError as e:
+                raise RecognizerError(f"{where}{e}") from None
+            values[name] = value
+    opts = TransducerOptions(**values)
+    if opts.nbest > MAX_NBEST:
+        raise RecognizerError(f"nbest must be at most {MAX_NBEST}, got {opts.nbest}")
+    return opts
+
+
+class TransducerSearch:
+    """The search of a transducer model folder: ``decode(enc [T', H], start)`` -> words with
+    times (seconds from ``start``) and n-best confidences."""
+
+    def __init__(self, folder, options: TransducerOptions):
+        from asrkit.ops.transducer import predictor_step
+
+        model = folder.model
+        self.model, self.options = model, options
+        self.frame_shift = folder.frame_shift
+        self.predictor = predictor_step(model.transducer["predictor"], model.predictor_arrays(),
+                                        model.blank)
+        self.weight = np.asarray(model.joiner.weight.value, np.float32)
+        self.bias = np.asarray(model.joiner.bias.value, np.float32)
+        self.unit = model.reader.get("unit", "word")
+        from asrkit.io.tokens import SEPARATORS
+
+        self.delimiter = next((s for s in SEPARATORS if s in model.tokens), "|")
+        self.lm = None
+        if options.lm:
+            from asrkit.lm import NgramLM
+
+            try:
+                self.lm = NgramLM.load(options.lm)
+            except (OSError, ValueError) as e:
+                raise RecognizerError(f"{options.lm}: cannot load the LM: {e}") from None
+
+    def nbest(self, enc: np.ndarray):
+        """The search's hypotheses (``asrkit.decoders.transducer.TransducerHypothesis``), best
+        first, over one chunk's encoder output ``enc`` float32 ``[T', H]``."""
+        from asrkit.decoders.transducer import transducer_beam_search, transducer_greedy
+
+        o, tokens = self.options, self.model.tokens
+        if o.method == "greedy":
+            return [transducer_greedy(enc, self.predictor, self.weight, self.bias,
+                                      self.model.blank, o.max_symbols, tokens, self.unit,
+                                      self.delimiter)]
+        return transducer_beam_search(enc, self.predictor, self.weight, self.bias,
+                                      self.model.blank, o.beam, o.nbest, tokens, self.unit,
+                                      self.delimiter, lm=self.lm, lm_weight=o.lm_weight,
+                                      word_bonus=o.word_bonus)
+
+    def decode(self, enc: np.ndarray, start: float = 0.0):
+        """``WordTiming`` list of the best hypothesis over ``enc`` ``[T', H]``."""
+        from asrkit.decoders.transducer import hypothesis_timings
+
+        return hypothesis_timings(self.nbest(enc), self.frame_shift, start)

@@ -1,0 +1,216 @@
+"""Transducer (RNN-T) decoders: greedy search and icefall's modified beam search, with n-best
+lists, word times and n-gram shallow fusion.
+
+Both read the encoder output projected to the joiner dimension (``enc [T, H]``), a prediction
+network step object and the joiner's output layer (``asrkit.kernels.transducer``):
+
+- ``transducer_greedy``: the joiner's arg-max at each frame while it is not the blank, at most
+  ``max_symbols`` labels per frame (icefall's ``greedy_search``);
+- ``transducer_beam_search``: icefall's ``modified_beam_search``: at most one label per frame;
+  each frame, every hypothesis is extended by the blank (same labels) and by its ``beam`` best
+  labels, hypotheses that spell the same labels are merged (their probabilities added), and the
+  ``beam`` best survive. With an LM (``begin_state()`` and ``score_word(state, word) -> (log10
+  p, next state)``, e.g. ``asrkit.lm.NgramLM``) a word's score is added when the word is
+  complete, as the CTC prefix search does (``asrkit.decoders.ctc``, whose prefix bookkeeping this
+  reuses): ``score = log p_transducer + lm_weight * ln p_lm + word_bonus * words``.
+
+Word times come from the frames where each word's tokens are emitted: a word starts at the frame
+of its first token and lasts until the frame of its last one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+
+import numpy as np
+
+from asrkit.decoders.ctc import LN10, _LmScorer, _logaddexp, _Spelling
+from asrkit.decoders.ctm import WordTiming, nbest_confidences, word_timings
+from asrkit.decoders.options import count, finite
+from asrkit.kernels.transducer import greedy_search, joiner_logits, log_softmax
+
+SP_SPACE = "\u2581"
+
+
+@dataclasses.dataclass
+class TransducerHypothesis:
+    """One n-best entry: token ids, the frame each was emitted at, words (when the token
+    strings are given) with their first and last frames, and scores (natural log):
+    ``score = acoustic + lm``."""
+
+    tokens: list[int]
+    frames: list[int]
+    words: list[str]
+    word_frames: list[tuple[int, int]]
+    score: float
+    acoustic: float
+    lm: float
+
+
+def words_of(token_ids, frames, tokens, unit: str = "word", word_delimiter: str = "|"):
+    """``(words, [(first frame, last frame)])`` spelled by ``token_ids`` emitted at ``frames``
+    (``unit``: ``"word"``, ``"char"`` with ``word_delimiter``, or ``"bpe"``); no words without
+    the token strings."""
+    if tokens is None:
+        return [], []
+    words, spans = [], []
+    partial, first, last = "", -1, -1
+
+    def close():
+        nonlocal partial
+        if partial:
+            words.append(partial)
+            spans.append((first, last))
+        partial = ""
+
+    for tok, t in zip(token_ids, frames):
+        sym = tokens[tok]
+        if unit == "word":
+            words.append(sym)
+            spans.append((t, t))
+        elif unit == "char" and sym == word_delimiter:
+            close()
+        elif unit == "bpe" and sym.startswith(SP_SPACE):
+            close()
+            partial, first, last = sym[len(SP_SPACE):], t, t
+        else:
+            if not partial:
+                first = t
+            partial, last = partial + sym, t
+    close()
+    return words, spans
+
+
+def _check_inputs(enc, weight, bias, length):
+    enc = np.asarray(enc, np.float32)
+    if enc.ndim != 2 or enc.shape[1] != weight.shape[1]:
+        raise ValueError(f"enc must be [T, {weight.shape[1]}], got shape {list(enc.shape)}")
+    if not np.all(np.isfinite(enc)):
+        raise ValueError("the encoder output holds NaN or infinite values")
+    T = enc.shape[0] if length is None else count("length", length, 0)
+    if T > enc.shape[0]:
+        raise ValueError(f"length {T} is beyond the {enc.shape[0]} frames of enc")
+    return enc, T
+
+
+def transducer_greedy(enc, predictor, weight, bias, blank: int = 0, max_symbols: int = 3,
+                      tokens=None, unit: str = "word", word_delimiter: str = "|",
+                      length: int | None = None) -> TransducerHypothesis:
+    """Greedy search (see the module docstring) over ``enc`` float32 ``[T, H]``; returns the
+    hypothesis (its score is the path's log-probability)."""
+    enc, T = _check_inputs(enc, weight, bias, length)
+    toks, frames, logp = greedy_search(enc, predictor, weight, bias, blank,
+                                       count("max_symbols", max_symbols), T)
+    words, spans = words_of(toks, frames, tokens, unit, word_delimiter)
+    return TransducerHypothesis(toks, frames, words, spans, logp, logp, 0.0)
+
+
+@dataclasses.dataclass
+class _Hyp:
+    acoustic: float
+    state: object
+    out: np.ndarray
+    frames: tuple
+
+
+def transducer_beam_search(enc, predictor, weight, bias, blank: int = 0, beam: int = 4,
+                           nbest: int = 1, tokens=None, unit: str = "word",
+                           word_delimiter: str = "|", lm=None, lm_weight: float = 0.5,
+                           word_bonus: float = 0.0,
+                           length: int | None = None) -> list[TransducerHypothesis]:
+    """Modified beam search (see the module docstring) over ``enc`` float32 ``[T, H]``.
+
+    predictor: a step object (``asrkit.kernels.transducer``); weight [V, H], bias [V]: the
+    joiner's output layer; beam: hypotheses kept per frame (and labels tried per hypothesis);
+    nbest: how many to return; tokens, unit, word_delimiter: how tokens spell words (needed with
+    an LM); lm, lm_weight, word_bonus: shallow fusion; length: frames to read (default T).
+    Returns up to ``nbest`` hypotheses, best first (end-of-sentence LM score included).
+    """
+    enc, T = _check_inputs(enc, weight, bias, length)
+    beam, nbest = count("beam", beam), count("nbest", nbest)
+    lm_weight, word_bonus = finite("lm_weight", lm_weight), finite("word_bonus", word_bonus)
+    if lm is not None and tokens is None:
+        raise ValueError("LM fusion needs the token strings (tokens=...)")
+    if unit not in ("word", "char", "bpe"):
+        raise ValueError(f"unit must be 'word', 'char' or 'bpe', got {unit!r}")
+    V = weight.shape[0]
+    spell = _Spelling(tokens, unit, word_delimiter, _LmScorer(lm, lm_weight, word_bonus), None)
+    state, out = predictor.start()
+    hyps = {0: _Hyp(0.0, state, out, ())}  # spelling node -> hypothesis
+    k = min(beam, V - 1)
+    for t in range(T):
+        nids = list(hyps)
+        outs = np.stack([hyps[n].out for n in nids])
+        logp = log_softmax(joiner_logits(enc[t][None, :], outs, weight, bias))
+        cands: dict[int, tuple] = {}  # node -> (acoustic, parent node, label or -1)
+        for i, nid in enumerate(nids):
+            h = hyps[nid]
+            _offer(cands, nid, h.acoustic + float(logp[i, blank]), nid, -1)
+            row = logp[i].copy()
+            row[blank] = -np.inf
+            for v in np.argpartition(-row, k - 1)[:k] if k > 0 else ():
+                child = spell.child(nid, int(v))
+                if child >= 0:
+                    _offer(cands, child, h.acoustic + float(row[v]), nid, int(v))
+        best = heapq.nlargest(beam, cands.items(),
+                              key=lambda kv: kv[1][0] + spell.nodes[kv[0]].lm_score)
+        new = {}
+        for nid, (ac, parent, label) in best:
+            p = hyps[parent]
+            if label < 0:
+                new[nid] = _Hyp(ac, p.state, p.out, p.frames)
+            else:
+                st, o = predictor.step(p.state, label)
+                new[nid] = _Hyp(ac, st, o, p.frames + (t,))
+        hyps = new
+    return _finish(hyps, spell, lm, lm_weight, unit, nbest)
+
+
+def _offer(cands: dict, nid: int, ac: float, parent: int, label: int) -> None:
+    """Add a candidate for prefix ``nid``: a prefix reached twice is one hypothesis whose
+    probability is the sum of both; the better path gives its state and frames."""
+    old = cands.get(nid)
+    if old is None:
+        cands[nid] = (ac, parent, label)
+    elif ac > old[0]:
+        cands[nid] = (_logaddexp(ac, old[0]), parent, label)
+    else:
+        cands[nid] = (_logaddexp(ac, old[0]),) + old[1:]
+
+
+def _finish(hyps, spell, lm, lm_weight, unit, nbest) -> list[TransducerHypothesis]:
+    out = []
+    for nid, h in hyps.items():
+        node = spell.nodes[nid]
+        lm_score, state = node.lm_score, node.lm_state
+        if unit != "word" and node.partial:
+            add, state = spell.scorer.add_word(state, node.partial)
+            lm_score += add
+        if lm is not None:
+            log10p, _ = lm.score_word(state, "</s>")
+            lm_score += lm_weight * log10p * LN10
+        toks = spell.token_ids(nid)
+        words, spans = words_of(toks, list(h.frames), spell.tokens, unit, spell.delim)
+        out.append(TransducerHypothesis(toks, list(h.frames), words, spans,
+                                        h.acoustic + lm_score, h.acoustic, lm_score))
+    out.sort(key=lambda h: h.score, reverse=True)
+    return out[:nbest]
+
+
+def hypothesis_timings(nbest: list[TransducerHypothesis], frame_shift: float,
+                       start: float = 0.0) -> list[WordTiming]:
+    """The best hypothesis' words with times (seconds, shifted by ``start``) and n-best
+    confidences (``asrkit.decoders.ctm.nbest_confidences``)."""
+    if not nbest:
+        return []
+    best = nbest[0]
+    conf = nbest_confidences([(h.words, -h.score) for h in nbest])
+    timings = word_timings(best.words, best.word_frames, frame_shift, conf)
+    for w in timings:
+        w.start += start
+    return timings
+
+
+__all__ = ["TransducerHypothesis", "hypothesis_timings", "transducer_beam_search",
+           "transducer_greedy", "words_of"]

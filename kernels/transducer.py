@@ -1,0 +1,142 @@
+"""A trained transducer one label at a time, in numpy: the prediction networks' steps, the joiner
+and greedy search.
+
+The graph trains the prediction network over whole label sequences (``asrkit.layers.transducer``);
+decoding runs it one emitted label at a time. Both read the same parameters, so this module is the
+one home of the step functions that training's CV error (``asrkit.ops.transducer_greedy_errors``)
+and the decoders (``asrkit.decoders.transducer``) share.
+
+A predictor step object has ``start() -> (state, out)`` (the state before any label: the
+start symbol, which is the blank) and ``step(state, label) -> (state, out)``; ``out`` is the
+network's output projected to the joiner dimension, float32 ``[H]``. States are hashable for the
+stateless network (its last ``context_size`` labels), opaque tuples of arrays for the LSTM.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asrkit.kernels.lstm import lstm_forward
+
+
+class StatelessPredictorStep:
+    """icefall's stateless prediction network: the embeddings of the last ``K`` labels (the
+    blank, i.e. the start, embeds to zeros), a depthwise causal convolution over them, ReLU, and
+    the projection to the joiner dimension.
+
+    embed float32 [V, D]; conv float32 [K, D] (``depthwise_conv1d``'s layout: tap ``K-1`` reads
+    the newest label); proj_w [D, H]; proj_b [H].
+    """
+
+    def __init__(self, embed, conv, proj_w, proj_b, blank: int):
+        self.embed = np.asarray(embed, np.float32)
+        self.conv = np.asarray(conv, np.float32)
+        self.proj_w = np.asarray(proj_w, np.float32)
+        self.proj_b = np.asarray(proj_b, np.float32)
+        self.blank = int(blank)
+        self.context_size = self.conv.shape[0]
+        self._cache: dict[tuple, np.ndarray] = {}
+
+    def output(self, context: tuple) -> np.ndarray:
+        """float32 [H]: the network's output after the labels ``context`` (K ids, oldest
+        first; the blank stands for "no label yet")."""
+        hit = self._cache.get(context)
+        if hit is None:
+            ids = np.array(context, np.int64)
+            e = self.embed[ids] * (ids != self.blank)[:, None]
+            h = np.maximum((e * self.conv).sum(axis=0), 0.0)
+            hit = self._cache[context] = (h @ self.proj_w + self.proj_b).astype(np.float32)
+        return hit
+
+    def start(self):
+        """(state, out) before any label."""
+        ctx = (self.blank,) * self.context_size
+        return ctx, self.output(ctx)
+
+    def step(self, state, label: int):
+        """(state, out) after ``label`` follows ``state``."""
+        ctx = state[1:] + (int(label),)
+        return ctx, self.output(ctx)
+
+
+class LstmPredictorStep:
+    """An LSTM prediction network: the label's embedding (zeros for the start symbol), stacked
+    unidirectional LSTM layers, the projection to the joiner dimension.
+
+    embed float32 [V, D]; layers: ``[(w_ih [4C, I], w_hh [4C, C], b_ih [4C], b_hh [4C]), ...]``
+    (torch.nn.LSTM's names and layout); proj_w [C, H]; proj_b [H].
+    """
+
+    def __init__(self, embed, layers, proj_w, proj_b, blank: int):
+        self.embed = np.asarray(embed, np.float32)
+        self.layers = [tuple(np.ascontiguousarray(w, np.float32) for w in layer)
+                       for layer in layers]
+        self.proj_w = np.asarray(proj_w, np.float32)
+        self.proj_b = np.asarray(proj_b, np.float32)
+        self.blank = int(blank)
+        self.cells = self.layers[0][1].shape[1]
+
+    def _run(self, x, hs, cs):
+        new_h, new_c = [], []
+        inp = x.reshape(1, 1, -1)
+        for (w_ih, w_hh, b_ih, b_hh), h, c in zip(self.layers, hs, cs):
+            y, h_n, c_n, _ = lstm_forward(inp, h, c, w_ih, w_hh, b_ih, b_hh, device="cpu")
+            new_h.append(h_n)
+            new_c.append(c_n)
+            inp = y
+        out = (inp.reshape(-1) @ self.proj_w + self.proj_b).astype(np.float32)
+        return (tuple(new_h), tuple(new_c)), out
+
+    def start(self):
+        """(state, out) before any label: the start symbol's zero embedding through the LSTM."""
+        zeros = tuple(np.zeros((1, self.cells), np.float32) for _ in self.layers)
+        return self._run(np.zeros(self.embed.shape[1], np.float32), zeros, zeros)
+
+    def step(self, state, label: int):
+        """(state, out) after ``label`` follows ``state``."""
+        return self._run(self.embed[int(label)], *state)
+
+
+def joiner_logits(enc, pred, weight, bias) -> np.ndarray:
+    """The additive joiner ``tanh(enc + pred) @ weight.T + bias``: enc float32 [..., H] and pred
+    [..., H] (broadcast), weight [V, H], bias [V] -> float32 [..., V] unnormalised logits (the
+    joiner ``asrkit.kernels.rnnt_joiner_loss`` trains)."""
+    return (np.tanh(enc + pred) @ weight.T + bias).astype(np.float32, copy=False)
+
+
+def log_softmax(x, axis: int = -1) -> np.ndarray:
+    """float32 log-softmax of ``x`` over ``axis``."""
+    m = x.max(axis=axis, keepdims=True)
+    z = x - m
+    return (z - np.log(np.exp(z).sum(axis=axis, keepdims=True))).astype(np.float32, copy=False)
+
+
+def greedy_search(enc, predictor, weight, bias, blank: int = 0, max_symbols: int = 3,
+                  length: int | None = None):
+    """Greedy transducer decoding (icefall's ``greedy_search``): at each frame emit the joiner's
+    arg-max while it is not the blank, at most ``max_symbols`` labels per frame.
+
+    enc float32 [T, H] (the encoder output projected to the joiner dimension); predictor: a
+    step object (see the module docstring); weight [V, H], bias [V]; length: frames to read
+    (default T). Returns ``(tokens, frames, log_prob)``: the emitted ids, the frame each was
+    emitted at, and the path's log-probability (the emitted labels' and the blanks').
+    """
+    T = enc.shape[0] if length is None else int(length)
+    state, out = predictor.start()
+    tokens: list[int] = []
+    frames: list[int] = []
+    total = 0.0
+    for t in range(T):
+        emitted = 0
+        while True:
+            logp = log_softmax(joiner_logits(enc[t], out, weight, bias))
+            y = int(np.argmax(logp))
+            if y == blank or emitted >= max_symbols:
+                total += float(logp[blank])
+                break
+            total += float(logp[y])
+            tokens.append(y)
+            frames.append(t)
+            state, out = predictor.step(state, y)
+            emitted += 1
+    return tokens, frames, total
