@@ -95,6 +95,12 @@ class Model:
         Sequence); lengths: int ``[B]`` (default: all T). Returns ``(log_probs [T', B, C],
         out_lengths int32 [B])`` (``[T', C]`` and ``[1]`` for a single utterance).
         """
+        return self._evaluate(self.log_probs, feats, lengths, device)
+
+    def _evaluate(self, node, feats, lengths, device: str):
+        """``node`` (a graph output over ``self.feats``) of a padded batch, with ``__call__``'s
+        argument conventions: ``(data [T', B, ...], out_lengths int32 [B])``, the batch axis
+        dropped for a single ``[T, input_dim]`` utterance."""
         single = False
         if isinstance(feats, Sequence):
             feats, lengths = feats.data, feats.lengths
@@ -107,7 +113,7 @@ class Model:
                              f"{list(feats.shape)}")
         if lengths is None:
             lengths = np.full(feats.shape[1], feats.shape[0], np.int32)
-        (out,) = evaluate([self.log_probs], {self.feats: (feats, lengths)}, device=device)
+        (out,) = evaluate([node], {self.feats: (feats, lengths)}, device=device)
         if single:
             return out.data[:, 0], out.lengths
         return out.data, out.lengths

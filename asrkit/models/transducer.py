@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from asrkit.config.acoustic_net import _Params, build_network
-from asrkit.graph import Sequence, evaluate, input_variable
+from asrkit.graph import input_variable
 from asrkit.layers import parameter_source
 from asrkit.layers.transducer import Joiner, Predictor, parse_transducer, transducer_shapes
 from asrkit.models.model import Model
@@ -82,22 +82,7 @@ class TransducerModel(Model):
         """The encoder output of a padded batch: feats float32 ``[T, B, input_dim]`` (or
         ``[T, input_dim]``, or a Sequence) -> ``(enc float32 [T', B, H], out_lengths int32
         [B])`` (``[T', H]`` for a single utterance)."""
-        single = False
-        if isinstance(feats, Sequence):
-            feats, lengths = feats.data, feats.lengths
-        feats = np.asarray(feats, np.float32)
-        if feats.ndim == 2:
-            single = True
-            feats = feats[:, None]
-        if feats.ndim != 3 or feats.shape[2] != self.input_dim:
-            raise ValueError(f"model input must be [T, B, {self.input_dim}]; got "
-                             f"{list(feats.shape)}")
-        if lengths is None:
-            lengths = np.full(feats.shape[1], feats.shape[0], np.int32)
-        (out,) = evaluate([self.enc], {self.feats: (feats, lengths)}, device=device)
-        if single:
-            return out.data[:, 0], out.lengths
-        return out.data, out.lengths
+        return self._evaluate(self.enc, feats, lengths, device)
 
     def __call__(self, feats, lengths=None, device: str = "cpu"):
         raise TypeError("a transducer model has no per-frame log-probabilities: decode its "

@@ -31,19 +31,12 @@ def search_options(given: dict, defaults: dict | None = None, frame_shift: float
     from asrkit.decoders.decode import DecodeOptions
 
     known = [f.name for f in dataclasses.fields(DecodeOptions) if f.name != "frame_shift"]
-    values = {}
-    for source, where in ((defaults or {}, defaults_where), (given, "")):
-        for name, value in source.items():
-            if value is None:
-                continue
-            if name not in known:
-                raise RecognizerError(f"{where}{name}: unknown search option (known: "
-                                      f"{', '.join(known)})")
-            try:
-                DecodeOptions(**{name: value})
-            except ValueError as e:
-                raise RecognizerError(f"{where}{e}") from None
-            values[name] = value
+
+    def check(name, value):
+        DecodeOptions(**{name: value})
+        return value
+
+    values = merged_options(given, defaults, defaults_where, known, check, "search option")
     opts = DecodeOptions(**values, frame_shift=frame_shift)
     if opts.min_active > opts.max_active:
         raise RecognizerError(f"min_active ({opts.min_active}) exceeds max_active "
@@ -51,6 +44,27 @@ def search_options(given: dict, defaults: dict | None = None, frame_shift: float
     if opts.nbest > MAX_NBEST:
         raise RecognizerError(f"nbest must be at most {MAX_NBEST}, got {opts.nbest}")
     return opts
+
+
+def merged_options(given: dict, defaults: dict | None, defaults_where: str, known: list[str],
+                   check, what: str) -> dict:
+    """``{name: value}`` of ``given`` (None values ignored) over ``defaults`` (named
+    ``defaults_where`` in errors): names outside ``known`` are refused, and each value goes
+    through ``check(name, value) -> value``, whose ValueError becomes a RecognizerError naming
+    where the value came from. ``what`` names the options in the unknown-name message."""
+    values = {}
+    for source, where in ((defaults or {}, defaults_where), (given, "")):
+        for name, value in source.items():
+            if value is None:
+                continue
+            if name not in known:
+                raise RecognizerError(f"{where}{name}: unknown {what} (known: "
+                                      f"{', '.join(known)})")
+            try:
+                values[name] = check(name, value)
+            except ValueError as e:
+                raise RecognizerError(f"{where}{e}") from None
+    return values
 
 
 def chunk_seconds(value) -> float:

@@ -20,7 +20,7 @@ import dataclasses
 
 import numpy as np
 
-from asrkit.recognizer.options import MAX_NBEST, RecognizerError
+from asrkit.recognizer.options import MAX_NBEST, RecognizerError, merged_options
 
 METHODS = ("beam", "greedy")
 
@@ -45,29 +45,22 @@ def transducer_options(given: dict, defaults: dict | None = None,
     from asrkit.decoders.options import count, finite
 
     known = [f.name for f in dataclasses.fields(TransducerOptions)]
-    values = {}
-    for source, where in ((defaults or {}, defaults_where), (given, "")):
-        for name, value in source.items():
-            if value is None:
-                continue
-            if name not in known:
-                raise RecognizerError(f"{where}{name}: unknown search option for a transducer "
-                                      f"model (known: {', '.join(known)})")
-            try:
-                if name == "method" and value not in METHODS:
-                    raise ValueError(f"method must be one of {', '.join(METHODS)}, got "
-                                     f"{value!r}")
-                if name in ("beam", "max_symbols", "nbest"):
-                    if isinstance(value, float) and value.is_integer():
-                        value = int(value)  # asrkit transcribe --beam reads a float
-                    value = count(name, value)
-                if name in ("lm_weight", "word_bonus"):
-                    value = finite(name, value)
-                if name == "lm" and not isinstance(value, str):
-                    raise ValueError(f"lm must be a file name, got {value!r}")
-            except ValueError as e:
-                raise RecognizerError(f"{where}{e}") from None
-            values[name] = value
+
+    def check(name, value):
+        if name == "method" and value not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {value!r}")
+        if name in ("beam", "max_symbols", "nbest"):
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)  # asrkit transcribe --beam reads a float
+            value = count(name, value)
+        if name in ("lm_weight", "word_bonus"):
+            value = finite(name, value)
+        if name == "lm" and not isinstance(value, str):
+            raise ValueError(f"lm must be a file name, got {value!r}")
+        return value
+
+    values = merged_options(given, defaults, defaults_where, known, check,
+                            "search option for a transducer model")
     opts = TransducerOptions(**values)
     if opts.nbest > MAX_NBEST:
         raise RecognizerError(f"nbest must be at most {MAX_NBEST}, got {opts.nbest}")

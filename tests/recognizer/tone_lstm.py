@@ -163,3 +163,69 @@ def build(work: str, out: str = FOLDER, seed: int = 0, config: str = TRAIN_CONFI
 
 if __name__ == "__main__":
     build(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else FOLDER)
+
+
+def stream_events(rec, samples, chunk_s, **options):
+    """``[(event, t)]`` of streaming ``samples`` (float32 at RATE) in ``chunk_s`` pieces: events
+    with the audio time (seconds) at which the chunk that gave them ended."""
+    stream = rec.stream(**options)
+    size = int(chunk_s * RATE)
+    out = []
+    for i in range(0, len(samples), size):
+        out += [(e, min(i + size, len(samples)) / RATE) for e in stream.accept(
+            samples[i:i + size], RATE)]
+    return out + [(e, len(samples) / RATE) for e in stream.finish()]
+
+
+def check_streams_equal_offline(rec, utterances, onset: tuple[float, float]) -> None:
+    """Each utterance's offline transcript is right, with word starts within ``onset`` (lo, hi
+    seconds) of the truth, and streaming it in 0.05/0.13/0.5 s chunks gives the same words and
+    times as the offline result."""
+    for k, u in enumerate(utterances):
+        offline = rec.transcribe(u.samples, RATE)
+        assert offline.text == u.text
+        for w, (word, start, _) in zip(offline.words, u.words):
+            assert w.word == word and onset[0] <= w.start - start <= onset[1]
+        events = stream_events(rec, u.samples, [0.05, 0.13, 0.5][k % 3], endpoint=False)
+        (final, _), = [(e, t) for e, t in events if e.kind == "final"]
+        assert [w.as_dict() for w in final.words] == [w.as_dict() for w in offline.words]
+
+
+def check_partials_come_soon(rec, utterances, slack: float, **options) -> None:
+    """Streamed in 0.1 s chunks, every word first shows in a partial result at most ``slack``
+    seconds after its end (or after sliding CMVN's held first window), and the finals together
+    are the transcript."""
+    held = rec.normalization["min_cmn_window"] * 0.01 + 0.015
+    for u in utterances:
+        events = stream_events(rec, u.samples, 0.1, partial_interval=0.0, **options)
+        seen = {}
+        for e, t in events:
+            for k, w in enumerate(e.words):
+                seen.setdefault((e.segment, k), (w.word, t))
+        finals = [e for e, _ in events if e.kind == "final"]
+        assert " ".join(f.text for f in finals) == u.text
+        flat = [(f.segment, k) for f in finals for k in range(len(f.words))]
+        for (seg, k), (word, _, end) in zip(flat, u.words):
+            first_word, t = seen[(seg, k)]
+            assert first_word == word and t - max(end, held) <= slack, (word, end, t)
+
+
+def check_bench_stream(tmp_path, utterances, folder: str, capsys) -> None:
+    """``asrkit bench stream`` on three utterances at 0.1 and 0.5 s chunks: no errors, every
+    word timed, first partials before finals, and bigger chunks wait longer for a partial."""
+    from asrkit.cli.main import main
+
+    data = tmp_path / "data"
+    write_data_dir(str(data), utterances[:3], "u")
+    assert main(["bench", "stream", str(data), "--model-dir", folder, "--chunks", "0.1",
+                 "0.5", "--json"]) == 0
+    cases = json.loads(capsys.readouterr().out)["cases"]
+    assert [c["extra"]["chunk_s"] for c in cases] == [0.1, 0.5]
+    for c in cases:
+        x = c["extra"]
+        assert x["wer_stream"] == 0.0 and x["wer_offline"] == 0.0
+        assert x["words_timed"] == sum(len(u.words) for u in utterances[:3])
+        # the final comes at an endpoint (0.5 s of trailing blank) or at the end of the input
+        assert x["first_partial_ms_p50"] <= x["final_ms_p50"]
+        assert 0 < x["rtf"] and 0 < x["offline_rtf"]
+    assert cases[0]["extra"]["first_partial_ms_p50"] < cases[1]["extra"]["first_partial_ms_p50"]
