@@ -105,7 +105,10 @@ class _LmScorer:
 
     During a frame the search only ``defer``s the words that new prefixes end; ``flush`` then
     scores all of them in one batch (``lm.score_words``, one compiled call, where the LM has
-    it) before the beam is pruned."""
+    it) before the beam is pruned. Fewer than ``BATCH_MIN`` words are scored one by one: a
+    batch call costs more than a few ``score_word`` calls (which the LM memoises)."""
+
+    BATCH_MIN = 8
 
     def __init__(self, lm, lm_weight: float, word_bonus: float):
         self.lm, self.w, self.bonus = lm, lm_weight, word_bonus
@@ -147,7 +150,7 @@ class _LmScorer:
         if not self.pending:
             return
         keys = list(self.pending)
-        if self.batch is not None:
+        if self.batch is not None and len(keys) >= self.BATCH_MIN:
             logp, nxt = self.batch([k[0] for k in keys], [k[1] for k in keys])
             scored = zip(logp.tolist(), nxt)
         else:

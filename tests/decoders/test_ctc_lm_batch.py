@@ -27,6 +27,19 @@ class _OneByOne:
         return self.lm.score_word(state, word)
 
 
+class _Batched(_OneByOne):
+    """The LM with its batch API, counting the batches and the words in them."""
+
+    def __init__(self, lm):
+        super().__init__(lm)
+        self.batches = self.batched = 0
+
+    def score_words(self, states, words):
+        self.batches += 1
+        self.batched += len(words)
+        return self.lm.score_words(states, words)
+
+
 @pytest.fixture(scope="module")
 def lm():
     return NgramLM.load(DATA / "test.arpa")
@@ -45,14 +58,20 @@ def _spelled(lm, rng, frames=60):
     return lp.astype(np.float32), tokens
 
 
+@pytest.mark.parametrize("batch_min", [1, 8])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_batch_lm_step_equals_word_by_word(lm, seed):
+def test_batch_lm_step_equals_word_by_word(lm, seed, batch_min, monkeypatch):
+    from asrkit.decoders import ctc
+
+    monkeypatch.setattr(ctc._LmScorer, "BATCH_MIN", batch_min)
     lp, tokens = _spelled(lm, np.random.default_rng(seed))
     kw = dict(tokens=tokens, unit="char", beam=12, nbest=5, lm_weight=0.8, word_bonus=0.5)
-    one = _OneByOne(lm)
-    batched = ctc_prefix_beam_search(lp, lm=lm, **kw)
+    one, many = _OneByOne(lm), _Batched(lm)
+    batched = ctc_prefix_beam_search(lp, lm=many, **kw)
     single = ctc_prefix_beam_search(lp, lm=one, **kw)
     assert one.calls > 20
+    if batch_min == 1:  # every frame's new words went through one batch call
+        assert many.batches > 5 and many.batched + many.calls >= one.calls - 1
     assert [(h.tokens, h.words) for h in batched] == [(h.tokens, h.words) for h in single]
     np.testing.assert_allclose([h.score for h in batched], [h.score for h in single],
                                rtol=0, atol=1e-9)
