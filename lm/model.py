@@ -46,8 +46,6 @@ class NgramLM:
     words (ids are positions).
     """
 
-    MEMO_SIZE = 1 << 20  # entries of the score_id memo
-
     def __init__(self, vocab: list[str], keys: np.ndarray, prob: np.ndarray, bow: np.ndarray,
                  offsets: np.ndarray, words: list[np.ndarray], ranks: list[np.ndarray],
                  source: str = "", index: tuple[np.ndarray, np.ndarray] | None = None):
@@ -69,7 +67,6 @@ class NgramLM:
         width = max(self.order - 1, 1)
         self._ctx_buf = np.zeros(width, dtype=np.int32)  # scratch of score_id (not re-entrant)
         self._out_buf = np.zeros(width, dtype=np.int32)
-        self._memo: dict = {}
         # the arrays every query kernel takes first
         v = int(self._offsets[1])
         self._q = (self._table, self._prob[:v], self._bow[:v], self._slots)
@@ -214,13 +211,9 @@ class NgramLM:
     def score_id(self, state: State, word_id: int) -> tuple[float, State]:
         """``(log10 p(word | state), next_state)`` for a word given by id.
 
-        Results are memoised per ``(state, word_id)`` (a decoder asks the same questions many
-        times); the memo is dropped when it reaches ``MEMO_SIZE`` entries.
+        Not memoised: a memo cost as much as the compiled lookup it saves (decoders keep their
+        own caches, or score many words at once with ``score_ids``).
         """
-        key = (state, word_id)
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit
         n = len(state)
         if not 0 <= word_id < self._v:
             raise ValueError(f"word id {word_id} outside the vocabulary (0..{self._v - 1})")
@@ -231,11 +224,7 @@ class NgramLM:
             ctx = self._ctx_buf if n <= len(self._ctx_buf) else np.zeros(n, np.int32)
             ctx[:n] = state
             lp, m, _ = query.score_word(*self._q, ctx, n, int(word_id), self._out_buf)
-        result = (lp, (state + (word_id,))[n + 1 - m:] if m else ())
-        if len(self._memo) >= self.MEMO_SIZE:
-            self._memo.clear()
-        self._memo[key] = result
-        return result
+        return lp, (state + (word_id,))[n + 1 - m:] if m else ()
 
     def score_word(self, state: State, word: str) -> tuple[float, State]:
         """``(log10 p(word | state), next_state)``; an unknown word scores as ``<unk>``."""

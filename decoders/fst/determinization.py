@@ -256,7 +256,7 @@ def _child(tk, tv, parent, depth, label, nnodes, node, x, lbase):
     return nnodes, True
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _trie_room(tk, tv, parent, depth, label, nnodes):
     """The trie's arrays with room for one more node (tables kept at most half full)."""
     if 2 * (nnodes + 1) > tk.size:
@@ -307,12 +307,17 @@ def _labels_below(parent, depth, label, node, ancestor_depth, buf):
 
 
 @njit(cache=True)
-def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
-    n_in = fin.size
+def _det_kernel(states, arcs, start, code, inv_delta, max_states):
+    """``states`` int64 ``[S, 3]``: arc range and final weight (float64 bits) per state;
+    ``arcs`` int64 ``[A, 4]``: ilabel, olabel, destination, weight (float64 bits). One record
+    per state and per arc: the lookups of an element touch a cache line or two, not seven."""
+    n_in = states.shape[0]
+    sfin = states.view(np.float64)
+    aw = arcs.view(np.float64)
     lbase = np.int64(1)
-    for a in range(ol.size):
-        if ol[a] + 1 > lbase:
-            lbase = np.int64(ol[a] + 1)
+    for a in range(arcs.shape[0]):
+        if arcs[a, 1] + 1 > lbase:
+            lbase = np.int64(arcs[a, 1] + 1)
     # string trie; node 0 = empty string
     tk = np.full(1024, -1, np.int64)
     tv = np.empty(1024, np.int64)
@@ -374,27 +379,30 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
         fstr = -1
         for e in range(b0, b1):
             q = e_q[e]
-            if fin[q] != np.inf:
+            fq = sfin[q, 2]
+            if fq != np.inf:
                 if fstr < 0:
                     fstr = e_s[e]
                 elif fstr != e_s[e]:
                     return _NONFUNCTIONAL_FINAL, q, o_src, o_dst, o_il, o_ol, o_w, o_fin, na, nout
-                fw = plus(fw, e_w[e] + fin[q], code)
+                fw = plus(fw, e_w[e] + fq, code)
         if fstr > 0:
             if buf.size < t_depth[fstr]:
                 buf = np.empty(2 * t_depth[fstr], np.int64)
             nl = _labels_below(t_parent, t_depth, t_label, fstr, 0, buf)
             cur = me
             for j in range(nl):
-                o_fin = _gi(o_fin, nout)
+                if nout >= o_fin.size:
+                    o_fin = _gi(o_fin, nout)
                 o_fin[nout] = np.inf
                 nxt = nout
                 nout += 1
-                o_src = _gi(o_src, na)
-                o_dst = _gi(o_dst, na)
-                o_il = _gi(o_il, na)
-                o_ol = _gi(o_ol, na)
-                o_w = _gi(o_w, na)
+                if na >= o_src.size:
+                    o_src = _gi(o_src, na)
+                    o_dst = _gi(o_dst, na)
+                    o_il = _gi(o_il, na)
+                    o_ol = _gi(o_ol, na)
+                    o_w = _gi(o_w, na)
                 o_src[na] = cur
                 o_dst[na] = nxt
                 o_il[na] = 0
@@ -409,20 +417,22 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
         nc = 0
         for e in range(b0, b1):
             q = e_q[e]
-            for a in range(offs[q], offs[q + 1]):
-                c_lab = _gi(c_lab, nc)
-                c_dst = _gi(c_dst, nc)
-                c_w = _gi(c_w, nc)
-                c_s = _gi(c_s, nc)
-                c_lab[nc] = il[a]
-                c_dst[nc] = dst[a]
-                c_w[nc] = e_w[e] + w[a]
+            for a in range(states[q, 0], states[q, 1]):
+                if nc >= c_lab.size:
+                    c_lab = _gi(c_lab, nc)
+                    c_dst = _gi(c_dst, nc)
+                    c_w = _gi(c_w, nc)
+                    c_s = _gi(c_s, nc)
+                c_lab[nc] = arcs[a, 0]
+                c_dst[nc] = arcs[a, 2]
+                c_w[nc] = e_w[e] + aw[a, 3]
                 s = e_s[e]
-                if ol[a] != 0:
-                    tk, tv, t_parent, t_depth, t_label = _trie_room(tk, tv, t_parent, t_depth,
-                                                                    t_label, nnodes)
-                    s, new = _child(tk, tv, t_parent, t_depth, t_label, nnodes, s, ol[a],
-                                    lbase)
+                oa = arcs[a, 1]
+                if oa != 0:
+                    if 2 * (nnodes + 1) > tk.size or nnodes >= t_parent.size:
+                        tk, tv, t_parent, t_depth, t_label = _trie_room(
+                            tk, tv, t_parent, t_depth, t_label, nnodes)
+                    s, new = _child(tk, tv, t_parent, t_depth, t_label, nnodes, s, oa, lbase)
                     nnodes += new
                 c_s[nc] = s
                 nc += 1
@@ -458,10 +468,11 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
                                 o_fin, na, nout)
                     u_w[nu - 1] = plus(u_w[nu - 1], c_w[c], code)
                 else:
-                    u_dst = _gi(u_dst, nu)
-                    u_w = _gi(u_w, nu)
-                    u_s = _gi(u_s, nu)
-                    u_qw = _gi(u_qw, nu)
+                    if nu >= u_dst.size:
+                        u_dst = _gi(u_dst, nu)
+                        u_w = _gi(u_w, nu)
+                        u_s = _gi(u_s, nu)
+                        u_qw = _gi(u_qw, nu)
                     u_dst[nu] = c_dst[c]
                     u_w[nu] = c_w[c]
                     u_s[nu] = c_s[c]
@@ -483,8 +494,9 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
                     nl = _labels_below(t_parent, t_depth, t_label, u_s[j], plen, buf)
                     r = 0
                     for m in range(nl):
-                        tk, tv, t_parent, t_depth, t_label = _trie_room(
-                            tk, tv, t_parent, t_depth, t_label, nnodes)
+                        if 2 * (nnodes + 1) > tk.size or nnodes >= t_parent.size:
+                            tk, tv, t_parent, t_depth, t_label = _trie_room(
+                                tk, tv, t_parent, t_depth, t_label, nnodes)
                         r, new = _child(tk, tv, t_parent, t_depth, t_label, nnodes, r, buf[m],
                                         lbase)
                         nnodes += new
@@ -515,9 +527,11 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
                 if max_states > 0 and nsub + 1 > max_states:
                     return _TOO_MANY, nsub, o_src, o_dst, o_il, o_ol, o_w, o_fin, na, nout
                 base = sub_off[nsub]
-                sub_off = _gi(sub_off, nsub + 1)
-                sub_state = _gi(sub_state, nsub)
-                sub_h = _gi(sub_h, nsub)
+                if nsub + 1 >= sub_off.size:
+                    sub_off = _gi(sub_off, nsub + 1)
+                if nsub >= sub_state.size:
+                    sub_state = _gi(sub_state, nsub)
+                    sub_h = _gi(sub_h, nsub)
                 if e_q.size < base + nu:
                     grow = max(2 * e_q.size, base + nu)
                     e_q = _grow_to(e_q, grow)
@@ -534,7 +548,8 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
                 sub_table[slot] = nsub
                 if 2 * (nsub + 1) > sub_table.size:
                     sub_table = _grow_subsets(sub_table, sub_h, nsub + 1)
-                o_fin = _gi(o_fin, nout)
+                if nout >= o_fin.size:
+                    o_fin = _gi(o_fin, nout)
                 o_fin[nout] = np.inf
                 sub_state[nsub] = nout
                 nout += 1
@@ -547,15 +562,17 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
                 if j == steps - 1:
                     nxt = sub_state[tid]
                 else:
-                    o_fin = _gi(o_fin, nout)
+                    if nout >= o_fin.size:
+                        o_fin = _gi(o_fin, nout)
                     o_fin[nout] = np.inf
                     nxt = nout
                     nout += 1
-                o_src = _gi(o_src, na)
-                o_dst = _gi(o_dst, na)
-                o_il = _gi(o_il, na)
-                o_ol = _gi(o_ol, na)
-                o_w = _gi(o_w, na)
+                if na >= o_src.size:
+                    o_src = _gi(o_src, na)
+                    o_dst = _gi(o_dst, na)
+                    o_il = _gi(o_il, na)
+                    o_ol = _gi(o_ol, na)
+                    o_w = _gi(o_w, na)
                 o_src[na] = cur
                 o_dst[na] = nxt
                 o_il[na] = lab if j == 0 else 0
@@ -581,11 +598,17 @@ def determinize(fst: Fst, delta: float = DELTA, semiring: str | None = None,
     fst = connect(fst)
     if fst.start < 0:
         return fst
+    states = np.empty((fst.num_states, 3), np.int64)
+    states[:, 0] = fst.offsets[:-1]
+    states[:, 1] = fst.offsets[1:]
+    states.view(np.float64)[:, 2] = fst.final
+    arcs = np.empty((fst.num_arcs, 4), np.int64)
+    arcs[:, 0] = fst.ilabel
+    arcs[:, 1] = fst.olabel
+    arcs[:, 2] = fst.dst
+    arcs.view(np.float64)[:, 3] = fst.weight
     status, info, src, dst, il, ol, w, fin, na, nout = _det_kernel(
-        fst.offsets, fst.dst.astype(np.int64), fst.ilabel.astype(np.int64),
-        fst.olabel.astype(np.int64), fst.weight.astype(np.float64),
-        fst.final.astype(np.float64), fst.start, code, 1.0 / delta,
-        0 if max_states is None else int(max_states))
+        states, arcs, fst.start, code, 1.0 / delta, 0 if max_states is None else int(max_states))
     if status == _NONFUNCTIONAL_FINAL:
         raise NonFunctionalError(
             f"determinize: input state {info} ends paths with different output strings")

@@ -111,7 +111,6 @@ def test_score_word_equals_kenlm_on_many_walks(lm, test_arpa, test_text, rng, ke
     ref = kenlm.Model(str(test_arpa))
     sents = sentences_with_oovs(test_text.read_text().splitlines(), rng, 40)
     for state, w, expect in _kenlm_walks(lm, ref, kenlm, sents):
-        lm._memo.clear()
         assert lm.score_word(state, w)[0] == pytest.approx(expect, abs=1e-4)
 
 
