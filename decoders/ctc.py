@@ -101,9 +101,20 @@ class _Node:
 
 
 class _LmScorer:
+    """Weighted LM scores of words ending hypotheses, memoised per ``(state, word)``.
+
+    During a frame the search only ``defer``s the words that new prefixes end; ``flush`` then
+    scores all of them in one batch (``lm.score_words``, one compiled call, where the LM has
+    it) before the beam is pruned. Fewer than ``BATCH_MIN`` words are scored one by one: a
+    batch call costs more than a few ``score_word`` calls (which the LM memoises)."""
+
+    BATCH_MIN = 8
+
     def __init__(self, lm, lm_weight: float, word_bonus: float):
         self.lm, self.w, self.bonus = lm, lm_weight, word_bonus
         self.cache: dict = {}
+        self.pending: dict = {}  # (state, word) -> nodes waiting for its score
+        self.batch = getattr(lm, "score_words", None)
 
     def start(self):
         return self.lm.begin_state() if self.lm is not None else None
@@ -118,6 +129,38 @@ class _LmScorer:
             log10p, nxt = self.lm.score_word(state, word)
             hit = self.cache[key] = (self.w * log10p * LN10 + self.bonus, nxt)
         return hit
+
+    def defer(self, node: _Node, word: str) -> None:
+        """Add ``word``'s score to ``node.lm_score`` and set ``node.lm_state`` (from
+        ``node.lm_state``) now when known, else at the next ``flush``."""
+        key = (node.lm_state, word)
+        hit = self.cache.get(key) if self.lm is not None else (self.bonus, None)
+        if hit is None:
+            waiting = self.pending.get(key)
+            if waiting is None:
+                self.pending[key] = [node]
+            else:
+                waiting.append(node)
+            return
+        node.lm_score += hit[0]
+        node.lm_state = hit[1]
+
+    def flush(self) -> None:
+        """Score every deferred word (one batch call) and update the waiting nodes."""
+        if not self.pending:
+            return
+        keys = list(self.pending)
+        if self.batch is not None and len(keys) >= self.BATCH_MIN:
+            logp, nxt = self.batch([k[0] for k in keys], [k[1] for k in keys])
+            scored = zip(logp.tolist(), nxt)
+        else:
+            scored = (self.lm.score_word(state, word) for state, word in keys)
+        for key, (log10p, state) in zip(keys, scored):
+            hit = self.cache[key] = (self.w * log10p * LN10 + self.bonus, state)
+            for node in self.pending[key]:
+                node.lm_score += hit[0]
+                node.lm_state = state
+        self.pending.clear()
 
 
 class Lexicon:
@@ -203,8 +246,8 @@ class _Spelling:
         return node
 
     def _end_word(self, node: _Node, word: str) -> None:
-        add, node.lm_state = self.scorer.add_word(node.lm_state, word)
-        node.lm_score += add
+        """``node`` ends ``word``: its LM score is added now or at ``scorer.flush()``."""
+        self.scorer.defer(node, word)
         node.words = node.words + (word,)
 
     def token_ids(self, nid: int) -> list[int]:
@@ -359,6 +402,7 @@ class CtcPrefixSearch:
                 if e is None:
                     e = nxt[child] = [NEG_INF, NEG_INF]
                 e[1] = _logaddexp(e[1], new_total)
+        spell.scorer.flush()  # the LM scores of the words the new prefixes end, in one batch
         return nxt
 
     def best(self) -> Hypothesis:

@@ -12,6 +12,14 @@ The stateful API is the one decoders need (KenLM's ``BeginSentenceWrite`` / ``Ba
 
 A state is a tuple of word ids (most recent last, at most ``order - 1`` of them): the longest
 suffix of the history that the model lists, so equal states score every continuation alike.
+
+Decoders that score many hypotheses at once use the batch API: ``score_words(states, words)``
+and ``score_ids(states, word_ids)`` score all pairs in one compiled call. There a state may
+also be a row of an int32 ``[N, order]`` array (its length, then its words, zero-padded;
+``state_rows`` / ``state_tuples`` convert), which needs no Python object per state at all::
+
+    rows = lm.state_rows([lm.begin_state()] * 3)
+    logp, rows = lm.score_words(rows, ["the", "a", "cat"])   # float64 [3], int32 [3, order]
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from asrkit.lm.hashing import check_sorted_unique, ngram_hashes
 from asrkit.lm.vocab import BOS, EOS, UNK
 
 State = tuple  # tuple[int, ...]: context word ids, most recent last
+_PAD4 = (0, 0, 0, 0)  # pads a state to the four context words of query.score_at
 
 
 class NgramLM:
@@ -36,8 +45,6 @@ class NgramLM:
     ``NgramLM.from_tables``. ``order`` is the highest n-gram order and ``vocab`` the list of
     words (ids are positions).
     """
-
-    MEMO_SIZE = 1 << 20  # entries of the score_id memo
 
     def __init__(self, vocab: list[str], keys: np.ndarray, prob: np.ndarray, bow: np.ndarray,
                  offsets: np.ndarray, words: list[np.ndarray], ranks: list[np.ndarray],
@@ -60,10 +67,14 @@ class NgramLM:
         width = max(self.order - 1, 1)
         self._ctx_buf = np.zeros(width, dtype=np.int32)  # scratch of score_id (not re-entrant)
         self._out_buf = np.zeros(width, dtype=np.int32)
-        self._memo: dict = {}
         # the arrays every query kernel takes first
         v = int(self._offsets[1])
         self._q = (self._table, self._prob[:v], self._bow[:v], self._slots)
+        # the same arrays by address, for the per-word kernels (self._q keeps them alive)
+        self._q = tuple(np.ascontiguousarray(a) for a in self._q)
+        self._header = query.model_header(*self._q)
+        self._h = int(self._header.ctypes.data)
+        self._v = v
         self._words = words
         self._ranks = ranks
         self.source = source
@@ -200,26 +211,81 @@ class NgramLM:
     def score_id(self, state: State, word_id: int) -> tuple[float, State]:
         """``(log10 p(word | state), next_state)`` for a word given by id.
 
-        Results are memoised per ``(state, word_id)`` (a decoder asks the same questions many
-        times); the memo is dropped when it reaches ``MEMO_SIZE`` entries.
+        Not memoised: a memo cost as much as the compiled lookup it saves (decoders keep their
+        own caches, or score many words at once with ``score_ids``).
         """
-        key = (state, word_id)
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit
-        ctx, out = self._ctx_buf, self._out_buf
-        for i, w in enumerate(state):
-            ctx[i] = w
-        lp, n, _ = query.score_word(*self._q, ctx, len(state), int(word_id), out)
-        result = (float(lp), tuple(out[:n].tolist()))
-        if len(self._memo) >= self.MEMO_SIZE:
-            self._memo.clear()
-        self._memo[key] = result
-        return result
+        n = len(state)
+        if not 0 <= word_id < self._v:
+            raise ValueError(f"word id {word_id} outside the vocabulary (0..{self._v - 1})")
+        if n <= 4:  # every state of a model up to order 5: integers only, no arrays
+            p = state + _PAD4
+            lp, m = query.score_at(self._h, n, p[0], p[1], p[2], p[3], word_id)
+        else:
+            ctx = self._ctx_buf if n <= len(self._ctx_buf) else np.zeros(n, np.int32)
+            ctx[:n] = state
+            lp, m, _ = query.score_word(*self._q, ctx, n, int(word_id), self._out_buf)
+        return lp, (state + (word_id,))[n + 1 - m:] if m else ()
 
     def score_word(self, state: State, word: str) -> tuple[float, State]:
         """``(log10 p(word | state), next_state)``; an unknown word scores as ``<unk>``."""
         return self.score_id(state, self.word_ids.get(word, self.unk_id))
+
+    # -- many states at once -------------------------------------------------------------------
+
+    def state_rows(self, states) -> np.ndarray:
+        """State tuples as rows of an int32 ``[N, order]`` array (length, then the words,
+        zero-padded): the state form of ``score_ids`` that needs no Python object per state."""
+        width = self.order - 1
+        n = len(states)
+        rows = np.zeros((n, self.order), dtype=np.int32)
+        if n and width:
+            lengths = np.fromiter(map(len, states), dtype=np.int32, count=n)
+            if lengths.max() > width:
+                raise ValueError(f"a state of an order-{self.order} model has at most {width} "
+                                 f"words, got {int(lengths.max())}")
+            pad = (0,) * width
+            rows[:, 0] = lengths
+            rows[:, 1:] = np.array([s + pad[len(s):] for s in states], dtype=np.int32)
+        return rows
+
+    def state_tuples(self, rows: np.ndarray) -> list[State]:
+        """State rows (int32 ``[N, order]``, see ``state_rows``) as state tuples."""
+        return [tuple(r[1: 1 + r[0]]) for r in np.asarray(rows).tolist()]
+
+    def score_ids(self, states, word_ids) -> tuple[np.ndarray, object]:
+        """Score ``word_ids[i]`` after ``states[i]`` for all ``i`` in one compiled call.
+
+        ``states``: int32 ``[N, order]`` state rows (``state_rows``) or a sequence of state
+        tuples; ``word_ids``: int ``[N]``. Returns ``(log10 p float64 [N], next states)``, the
+        next states in the form given (rows, or a list of tuples). Not memoised.
+        """
+        ids = np.ascontiguousarray(word_ids, dtype=np.int32).reshape(-1)
+        as_rows = isinstance(states, np.ndarray)
+        rows = (np.ascontiguousarray(states, dtype=np.int32) if as_rows
+                else self.state_rows(states))
+        width = self.order
+        if rows.ndim != 2 or rows.shape[1] != width or rows.shape[0] != ids.size:
+            raise ValueError(f"{ids.size} words need state rows of shape ({ids.size}, {width}),"
+                             f" got {rows.shape}")
+        if ids.size and (ids.min() < 0 or ids.max() >= self._v):
+            raise ValueError(f"word ids outside the vocabulary (0..{self._v - 1})")
+        if ids.size and (rows[:, 0].min() < 0 or rows[:, 0].max() > width - 1):
+            raise ValueError(f"state row lengths must be within 0..{width - 1}")
+        logp = np.empty(ids.size, dtype=np.float64)
+        out = np.empty_like(rows)
+        query.score_rows(self._h, rows, ids, logp, out)
+        if as_rows:
+            return logp, out
+        m = out[:, 0].tolist()
+        return logp, [(s + (w,))[len(s) + 1 - k:] if k else ()
+                      for s, w, k in zip(states, ids.tolist(), m)]
+
+    def score_words(self, states, words) -> tuple[np.ndarray, object]:
+        """``score_ids`` with words given as strings (unknown words score as ``<unk>``)."""
+        get, unk = self.word_ids.get, self.unk_id
+        ids = np.fromiter(map(get, words, itertools.repeat(unk)), dtype=np.int32,
+                          count=len(words))
+        return self.score_ids(states, ids)
 
     # -- sentences ----------------------------------------------------------------------------
 
@@ -270,8 +336,8 @@ class NgramLM:
                           dtype=np.int32, count=len(words))
         if eos and self.eos_id < 0:
             raise ValueError(f"{self.source or 'model'}: vocabulary has no </s>")
-        return query.score_one(*self._q, ids, self.bos_id if bos else -1, self.eos_id if eos
-                               else -1)
+        return query.score_sentence_at(self._h, ids, self.bos_id if bos else -1,
+                                       self.eos_id if eos else -1)
 
     def score_sentences(self, sentences: Iterable[str], bos: bool = True,
                         eos: bool = True) -> np.ndarray:

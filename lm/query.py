@@ -20,6 +20,10 @@ Scoring follows the ARPA back-off rule (as SRILM and KenLM do): for the longest 
 The state after ``w`` is the longest listed suffix of ``(c, w)`` of at most ``order - 1`` words.
 The sentence kernels also carry the back-off weights of the state's suffixes (as KenLM's
 ``State`` does), found on the way, so only the probability walk needs lookups.
+
+The kernels a decoder calls per word (``score_at``, ``score_sentence_at``, ``score_rows``)
+take the address of the model's header (``model_header``) instead of its arrays, so that a call
+costs little more than numba's dispatch of a few integers (see ``asrkit.lm.addresses``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from asrkit.lm.addresses import address, f32_at, header_at, i64_at, u64_at
 from asrkit.lm.hashing import mix
 
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -82,24 +87,19 @@ def find(table, slot_offsets, n, h):
 
 
 @njit(cache=True, inline="always")
-def advance(table, values, slots, prob, bow, order, ctx, ctx_bow, nctx, word, out_ctx,
-            out_bow):
-    """Score ``word`` after ``ctx[:nctx]`` (int32, most recent last) whose suffix back-offs are
-    ``ctx_bow[:nctx]`` (``ctx_bow[i]`` = log10 bow of the last ``i + 1`` words, 0 if unlisted).
+def _walk(table, values, prob, bow, slots, order, ctx, nctx, word):
+    """Score ``word`` after ``ctx[:nctx]`` (any indexable of word ids, most recent last; only
+    its last ``order - 1`` words matter). Returns ``(log10 p, next state length, length of the
+    n-gram matched)``; the next state is the last ``length`` words of ``(ctx, word)``.
 
-    Writes the next state and its back-offs into ``out_ctx`` / ``out_bow``; returns
-    ``(log10 p, next state length, length of the n-gram matched)``. ``values`` is
-    ``table.view(np.float32)``.
-    """
+    The back-off weights of the context's suffixes are looked up only for the suffixes longer
+    than the n-gram matched (the ones the back-off rule charges)."""
+    m = min(nctx, order - 1)
     best = prob[word]
     best_len = 0
     state_len = 1 if order > 1 else 0
-    if order > 1:
-        out_bow[0] = bow[word]
     h = mix(np.uint64(0), word)
-    for i in range(1, nctx + 1):
-        if i + 1 > order:
-            break
+    for i in range(1, m + 1):
         h = mix(h, ctx[nctx - i])
         s = find(table, slots, i + 1, h)
         if s >= 0:
@@ -107,31 +107,19 @@ def advance(table, values, slots, prob, bow, order, ctx, ctx_bow, nctx, word, ou
             best_len = i
             if i + 1 <= order - 1:
                 state_len = i + 1
-                out_bow[i] = values[4 * s + 3]
-        elif i + 1 <= order - 1:
-            out_bow[i] = 0.0
     logp = np.float64(best)
-    for i in range(best_len, nctx):
-        logp += ctx_bow[i]
-    for j in range(state_len - 1):
-        out_ctx[j] = ctx[nctx - state_len + 1 + j]
-    if state_len > 0:
-        out_ctx[state_len - 1] = word
-    # out_bow was filled by suffix length (index = length - 1) of the new state
+    if best_len < m:
+        hc = np.uint64(0)
+        for j in range(1, m + 1):
+            hc = mix(hc, ctx[nctx - j])
+            if j > best_len:
+                if j == 1:
+                    logp += bow[ctx[nctx - 1]]
+                else:
+                    s = find(table, slots, j, hc)
+                    if s >= 0:
+                        logp += values[4 * s + 3]
     return logp, state_len, best_len + 1
-
-
-@njit(cache=True)
-def context_backoffs(table, values, slots, bow, ctx, nctx, out_bow):
-    """Fill ``out_bow[i]`` with the log10 back-off of the last ``i + 1`` words of ``ctx``."""
-    h = np.uint64(0)
-    for i in range(1, nctx + 1):
-        h = mix(h, ctx[nctx - i])
-        if i == 1:
-            out_bow[0] = bow[ctx[nctx - 1]]
-        else:
-            s = find(table, slots, i, h)
-            out_bow[i - 1] = values[4 * s + 3] if s >= 0 else 0.0
 
 
 @njit(cache=True)
@@ -143,12 +131,12 @@ def score_word(table, prob, bow, slots, ctx, nctx, word, out_ctx):
     """
     values = table.view(np.float32)
     order = len(slots) - 1
-    width = max(order - 1, 1)
-    ctx_bow = np.zeros(width, dtype=np.float32)
-    out_bow = np.zeros(width, dtype=np.float32)
-    context_backoffs(table, values, slots, bow, ctx, nctx, ctx_bow)
-    return advance(table, values, slots, prob, bow, order, ctx, ctx_bow, nctx, word, out_ctx,
-                   out_bow)
+    lp, m, matched = _walk(table, values, prob, bow, slots, order, ctx, nctx, word)
+    for j in range(m - 1):
+        out_ctx[j] = ctx[nctx - m + 1 + j]
+    if m > 0:
+        out_ctx[m - 1] = word
+    return lp, m, matched
 
 
 @njit(cache=True)
@@ -208,16 +196,6 @@ def _run(table, values, slots, prob, bow, order, ids, lo, hi, bos_id, eos_id, wo
 
 
 @njit(cache=True)
-def score_one(table, prob, bow, slots, ids, bos_id, eos_id):
-    """Total log10 probability of one sentence of word ids (int32), starting after ``<s>``
-    when ``bos_id >= 0`` and ending with ``</s>`` when ``eos_id >= 0``."""
-    order = len(slots) - 1
-    values = table.view(np.float32)
-    return _run(table, values, slots, prob, bow, order, ids, 0, len(ids), bos_id, eos_id,
-                np.zeros(0), 0, np.zeros(order, np.int32), np.zeros((2, order), np.float32))
-
-
-@njit(cache=True)
 def score_sentences(table, prob, bow, slots, ids, starts, bos_id, eos_id, use_bos, use_eos,
                     word_logp):
     """Score many sentences at once.
@@ -263,3 +241,80 @@ def context_log10_probs(table, prob, bow, slots, contexts, bos_id):
         out[i] = _run(table, values, slots, prob, bow, order, contexts[i], 1 if bos else 0,
                       length, bos_id if bos else -1, -1, none, 0, buf, bbuf)
     return out
+
+
+# -- kernels that reach the model by address ---------------------------------------------------
+
+HEADER_SIZE = 8  # table address, table rows, prob address, bow address, V, slots address, order
+
+
+def model_header(table: np.ndarray, prob: np.ndarray, bow: np.ndarray,
+                 slots: np.ndarray) -> np.ndarray:
+    """int64 ``[HEADER_SIZE]`` header listing the model's arrays by address (``table`` uint64
+    ``[2 * S]``, ``prob``/``bow`` float32 ``[V]``, ``slots`` int64 ``[order + 1]``); the caller
+    keeps the arrays alive as long as the header is used."""
+    table = np.asarray(table)
+    hdr = np.zeros(HEADER_SIZE, dtype=np.int64)
+    hdr[0] = address(table) if table.size else 0
+    hdr[1] = table.size // 2
+    hdr[2], hdr[3] = address(prob), address(bow)
+    hdr[4] = prob.size
+    hdr[5] = address(slots)
+    hdr[6] = slots.size - 1
+    return hdr
+
+
+@njit(cache=True, inline="always")
+def _model_at(h):
+    """(table, values, prob, bow, slots, order) of the model whose header is at ``h``."""
+    hdr = header_at(h, HEADER_SIZE)
+    table = u64_at(hdr[0], 2 * hdr[1])
+    values = f32_at(hdr[0], 4 * hdr[1])
+    prob = f32_at(hdr[2], hdr[4])
+    bow = f32_at(hdr[3], hdr[4])
+    order = hdr[6]
+    slots = i64_at(hdr[5], order + 1)
+    return table, values, prob, bow, slots, order
+
+
+@njit(cache=True)
+def score_at(h, nctx, c0, c1, c2, c3, word):
+    """``(log10 p, next state length)`` of ``word`` after the context ``(c0, c1, c2, c3)[:nctx]``
+    (most recent last, ``nctx <= 4``) with the model whose header is at address ``h``."""
+    table, values, prob, bow, slots, order = _model_at(h)
+    lp, n, _ = _walk(table, values, prob, bow, slots, order, (c0, c1, c2, c3), nctx, word)
+    return lp, n
+
+
+@njit(cache=True)
+def score_sentence_at(h, ids, bos_id, eos_id):
+    """Total log10 probability of one sentence of word ids (int32), starting after ``<s>``
+    when ``bos_id >= 0`` and ending with ``</s>`` when ``eos_id >= 0``, with the model whose
+    header is at address ``h``."""
+    table, values, prob, bow, slots, order = _model_at(h)
+    return _run(table, values, slots, prob, bow, order, ids, 0, len(ids), bos_id, eos_id,
+                np.zeros(0), 0, np.zeros(order, np.int32), np.zeros((2, order), np.float32))
+
+
+@njit(cache=True)
+def score_rows(h, states, words, logp, out):
+    """Score ``words[r]`` (int32 ``[N]``) after state row ``states[r]`` for every ``r``.
+
+    A state row is int32 ``[order]``: its length ``n`` then its words (most recent last),
+    zero-padded. Writes log10 p into ``logp`` (float64 ``[N]``) and the next state rows into
+    ``out`` (int32 ``[N, order]``, zero-padded, so equal states are equal rows)."""
+    table, values, prob, bow, slots, order = _model_at(h)
+    width = states.shape[1]
+    for r in range(len(words)):
+        n = states[r, 0]
+        ctx = states[r, 1:]
+        w = words[r]
+        lp, m, _ = _walk(table, values, prob, bow, slots, order, ctx, n, w)
+        logp[r] = lp
+        out[r, 0] = m
+        for j in range(m - 1):
+            out[r, 1 + j] = ctx[n - m + 1 + j]
+        if m > 0:
+            out[r, m] = w
+        for j in range(m + 1, width):
+            out[r, j] = 0

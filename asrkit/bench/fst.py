@@ -1,5 +1,12 @@
 """WFST graph building against OpenFst (pynini): L o G, det, min and T o LG on a synthetic
-lexicon (random spellings over a-z) and a trigram LM trained by asrkit.lm on a synthetic corpus.
+lexicon (random spellings over a-z) and a trigram LM trained by asrkit.lm on a synthetic corpus
+(optionally entropy-pruned, ``--prune``; ``--words 200000 --sentences 400000 --prune 1e-7``
+is a LibriSpeech-size lexicon with a pruned trigram).
+
+The machines are built once here and saved; each side is then timed alone in a fresh process
+(``asrkit.bench.sides``): median and quartiles of ``--repeat`` runs after a warm-up, and for
+determinisation the peak growth of the resident set (both sides) and tracemalloc's peak (numpy
+allocations; numba's and OpenFst's own are not traced).
 
 The minimisation case is not like for like: OpenFst minimises a transducer in the Gallic
 semiring (it also moves output labels), asrkit the way Kaldi's fstminimizeencoded does.
@@ -13,7 +20,8 @@ import warnings
 
 import numpy as np
 
-from asrkit.bench import Case, median_time
+from asrkit.bench import Case
+from asrkit.bench.sides import measure_step, run_side
 
 NAME = "fst"
 HELP = "L o G / determinize / minimize / T o LG against OpenFst (pynini)"
@@ -24,9 +32,17 @@ def add_arguments(parser) -> None:
     parser.add_argument("--words", type=int, default=3000, help="lexicon size")
     parser.add_argument("--sentences", type=int, default=30000, help="LM training sentences")
     parser.add_argument("--order", type=int, default=3, help="LM order")
+    parser.add_argument("--prune", type=float, default=0.0,
+                        help="entropy-prune the LM with this threshold (0: no pruning)")
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
 
 
-def synthetic_lang(folder: str, words: int, sentences: int, order: int, seed: int = 0):
+CASES = {"compose": "compose L o G", "determinize": "determinize L o G",
+         "minimize": "minimize det(L o G)", "tlg": "compose T o LG"}
+
+
+def synthetic_lang(folder: str, words: int, sentences: int, order: int, seed: int = 0,
+                   prune: float = 0.0):
     """Write tokens.txt, lexicon.txt and an ARPA LM into ``folder``; return their paths."""
     from asrkit.lm import train
 
@@ -59,13 +75,18 @@ def synthetic_lang(folder: str, words: int, sentences: int, order: int, seed: in
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lm = train(lines, order=order)
+    if prune > 0:
+        from asrkit.lm import prune_entropy
+
+        lm = prune_entropy(lm, prune)
     arpa = os.path.join(folder, "G.arpa")
     lm.write_arpa(arpa)
     return tokens, lexicon, arpa
 
 
 def run(args) -> list[Case]:
-    """Build the synthetic graph parts and time each step here and in OpenFst."""
+    """Build the synthetic graph parts, then time each step here and in OpenFst, each side in
+    its own process."""
     from asrkit.decoders.fst import compose, determinize, minimize
     from asrkit.decoders.graph import (
         add_disambig,
@@ -82,53 +103,118 @@ def run(args) -> list[Case]:
     from asrkit.lm import NgramLM
 
     try:
-        import pynini
-    except ImportError:  # the reference is a dev dependency
-        pynini = None
+        import pynini  # noqa: F401  (the reference is a dev dependency)
+        have_ref = True
+    except ImportError:
+        have_ref = False
     with tempfile.TemporaryDirectory() as tmp:
-        tokens_p, lexicon_p, arpa_p = synthetic_lang(tmp, args.words, args.sentences, args.order)
+        tokens_p, lexicon_p, arpa_p = synthetic_lang(tmp, args.words, args.sentences,
+                                                     args.order, prune=args.prune)
         toks = read_tokens(tokens_p)
         lex = read_lexicon(lexicon_p, tokens=toks)
         nd = add_disambig(lex)
         lm = NgramLM.from_arpa(arpa_p)
-    words = word_symbols([p.word for p in lex], extra=lm.vocab)
-    G = arpa_to_fst(lm, words)
-    L = lexicon_fst(lex, toks, words, nd)
-    T = ctc_topology(toks)
-    LG = compose(L, G)
-    DLG = determinize(LG)
-    MLG = minimize(DLG)
-    tok_dis, word_dis = disambig_ids(graph_symbols(toks, nd + 1)), disambig_ids(words)
-    TLG = compose_tlg(T, MLG, tok_dis, word_dis)
-    sizes = {"L": L.num_arcs, "G": G.num_arcs, "LG": LG.num_arcs, "det(LG)": DLG.num_arcs,
-             "min(det(LG))": MLG.num_arcs, "TLG": TLG.num_arcs}
-    rep = args.repeat
+        words = word_symbols([p.word for p in lex], extra=lm.vocab)
+        G = arpa_to_fst(lm, words)
+        L = lexicon_fst(lex, toks, words, nd)
+        T = ctc_topology(toks)
+        LG = compose(L, G)
+        DLG = determinize(LG)
+        # the later steps only when asked for (they are large at LibriSpeech size)
+        MLG = minimize(DLG) if {"minimize", "tlg"} & set(args.cases) else DLG
+        tok_dis, word_dis = disambig_ids(graph_symbols(toks, nd + 1)), disambig_ids(words)
+        TLG = compose_tlg(T, MLG, tok_dis, word_dis) if "tlg" in args.cases else None
+        sizes = {"L": L.num_arcs, "G": G.num_arcs, "LG": LG.num_arcs, "det(LG)": DLG.num_arcs,
+                 "min(det(LG))": MLG.num_arcs, "TLG": TLG.num_arcs if TLG else None,
+                 "lm": " ".join(map(str, lm.counts))}
+        for name, f in (("L", L), ("G", G), ("LG", LG), ("DLG", DLG), ("MLG", MLG), ("T", T)):
+            f.save(os.path.join(tmp, f"{name}.fst"))
+        np.savez(os.path.join(tmp, "disambig.npz"), tok=np.asarray(list(tok_dis), np.int64),
+                 word=np.asarray(list(word_dis), np.int64))
+        p = {"folder": tmp, "cases": args.cases}
+        ours = run_side(__name__, "asrkit", p, args.repeat)
+        theirs = run_side(__name__, "openfst", p, args.repeat) if have_ref else {}
+    states = {"compose": LG.num_states, "determinize": DLG.num_states,
+              "minimize": MLG.num_states, "tlg": TLG.num_states if TLG else None}
     cases = []
-
-    def ref_time(fn):
-        return None if pynini is None else median_time(fn, repeat=rep)
-
-    pL = pG = pLG = pD = pT = pM = None
-    if pynini is not None:
-        pL, pG = L.to_pynini().arcsort("olabel"), G.to_pynini().arcsort("ilabel")
-        pLG = pynini.compose(pL, pG)
-        pD = pynini.determinize(pLG, delta=1.0 / 1024)
-        pT = T.to_pynini().arcsort("olabel")
-        from asrkit.decoders.fst import remove_disambig
-
-        pM = remove_disambig(MLG, tok_dis, word_dis).to_pynini().arcsort("ilabel")
-    cases.append(Case("compose L o G", median_time(lambda: compose(L, G), repeat=rep),
-                      "OpenFst", ref_time(lambda: pynini.compose(pL, pG)),
-                      {"states": LG.num_states, "arcs": LG.num_arcs,
-                       "openfst states": None if pLG is None else pLG.num_states()}))
-    cases.append(Case("determinize L o G", median_time(lambda: determinize(LG), repeat=rep),
-                      "OpenFst", ref_time(lambda: pynini.determinize(pLG, delta=1.0 / 1024)),
-                      {"states": DLG.num_states,
-                       "openfst states": None if pD is None else pD.num_states()}))
-    cases.append(Case("minimize det(L o G)", median_time(lambda: minimize(DLG), repeat=rep),
-                      "OpenFst", ref_time(lambda: pynini.minimize(pD.copy())),
-                      {"states": MLG.num_states}))
-    cases.append(Case("compose T o LG", median_time(
-        lambda: compose_tlg(T, MLG, tok_dis, word_dis), repeat=rep), "OpenFst",
-        ref_time(lambda: pynini.compose(pT, pM)), {"states": TLG.num_states, "sizes": sizes}))
+    for key in args.cases:
+        t, tt = ours[key], theirs.get(key)
+        extra: dict = {"states": states[key]}
+        if tt is not None:
+            extra["openfst states"] = tt["states"]
+        for side, m in (("asrkit", t), ("openfst", tt)):
+            if m is not None and "peak_bytes" in m:
+                extra[f"{side} peak RSS growth MB"] = round(m["peak_bytes"] / 1e6, 1)
+            if m is not None and "traced_bytes" in m:
+                extra[f"{side} tracemalloc peak MB"] = round(m["traced_bytes"] / 1e6, 1)
+        if key == args.cases[-1]:
+            extra["sizes"] = sizes
+        ref_s = ref_q = None
+        if tt is not None:
+            ref_s, ref_q = tt["timing"]["median"], (tt["timing"]["q1"], tt["timing"]["q3"])
+        cases.append(Case(CASES[key], t["timing"]["median"], "OpenFst", ref_s, extra,
+                          asrkit_spread=(t["timing"]["q1"], t["timing"]["q3"]),
+                          reference_spread=ref_q))
     return cases
+
+
+def _load(folder: str):
+    from asrkit.decoders.fst import Fst
+
+    fsts = {n: Fst.load(os.path.join(folder, f"{n}.fst"))
+            for n in ("L", "G", "LG", "DLG", "MLG", "T")}
+    dis = np.load(os.path.join(folder, "disambig.npz"))
+    return fsts, dis["tok"].tolist(), dis["word"].tolist()
+
+
+def _asrkit_steps(f, tok_dis, word_dis):
+    from asrkit.decoders.fst import compose, determinize, minimize
+    from asrkit.decoders.graph.tlg import compose_tlg
+
+    steps = {"compose": lambda: compose(f["L"], f["G"]),
+             "determinize": lambda: determinize(f["LG"]),
+             "minimize": lambda: minimize(f["DLG"]),
+             "tlg": lambda: compose_tlg(f["T"], f["MLG"], tok_dis, word_dis)}
+    return steps, lambda r: r.num_states
+
+
+def _openfst_steps(f, tok_dis, word_dis):
+    import pynini
+
+    from asrkit.decoders.fst import remove_disambig
+
+    pL, pG = f["L"].to_pynini().arcsort("olabel"), f["G"].to_pynini().arcsort("ilabel")
+    pLG, pT = f["LG"].to_pynini(), f["T"].to_pynini().arcsort("olabel")
+    made: dict = {}
+
+    def det_lg():  # made on first use: large at LibriSpeech size
+        if "D" not in made:
+            made["D"] = pynini.determinize(pLG, delta=1.0 / 1024)
+        return made["D"]
+
+    def min_lg():
+        if "M" not in made:
+            made["M"] = remove_disambig(f["MLG"], tok_dis, word_dis).to_pynini().arcsort(
+                "ilabel")
+        return made["M"]
+
+    steps = {"compose": lambda: pynini.compose(pL, pG),
+             "determinize": lambda: pynini.determinize(pLG, delta=1.0 / 1024),
+             "minimize": lambda: pynini.minimize(det_lg().copy()),
+             "tlg": lambda: pynini.compose(pT, min_lg())}
+    return steps, lambda r: r.num_states()
+
+
+def measure_side(side: str, p: dict, repeat: int = 5) -> dict:
+    """In a fresh process (``run_side``): each case's timing (median, quartiles), its result's
+    state count and, for determinisation, its peak memory."""
+    f, tok_dis, word_dis = _load(p["folder"])
+    steps, n_states = (_asrkit_steps if side == "asrkit" else _openfst_steps)(f, tok_dis,
+                                                                              word_dis)
+    out = {}
+    for key in p["cases"]:
+        m = measure_step(steps[key], repeat=repeat, memory=key == "determinize",
+                         trace_numpy=key == "determinize")
+        m["states"] = n_states(steps[key]())
+        out[key] = m
+    return out

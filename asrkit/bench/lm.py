@@ -3,6 +3,12 @@ and query speed against KenLM's python module on the same model and sentences.
 
 The text is a seeded Zipfian word chain (each word's successors are shifted by the previous
 word), so its count-of-counts look like language (Kneser-Ney discounts are estimable).
+
+Queries are timed with each side alone in a fresh process (``asrkit.bench.sides``), median and
+quartiles of ``--repeat`` runs: ``score`` per sentence; the stateful walk a decoder makes
+(``score_word`` vs KenLM's ``BaseScore``, word by word through the sentences); and the batch
+API (``score_words`` on state tuples, ``score_ids`` on state rows) against a ``BaseScore`` loop
+over the same (state, word) pairs.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import tempfile
 import numpy as np
 
 from asrkit.bench import Case, median_time
+from asrkit.bench.sides import measure_step, run_side
 
 NAME = "lm"
 HELP = "n-gram LM training speed and query speed vs KenLM"
@@ -88,41 +95,108 @@ def run(args) -> list[Case]:
                             repeat=args.repeat, warmup=1)
         cases.append(Case("load binary (mmap, verify=False)", t_raw, "verified", t_bin))
 
-        ours = NgramLM.load(binary)
-        ref = kenlm.Model(arpa)
+        qpath = os.path.join(tmp, "queries.txt")
         rng = np.random.default_rng(1)
-        queries = [lines[int(i)] for i in rng.integers(0, len(lines), args.queries)]
-        n_words = sum(len(q.split()) + 1 for q in queries)
-        diff = max(abs(ours.score(q) - ref.score(q)) for q in queries[:200])
-
-        t_ours = median_time(lambda: [ours.score(q) for q in queries], repeat=args.repeat)
-        t_ken = median_time(lambda: [ref.score(q) for q in queries], repeat=args.repeat)
-        cases.append(Case(f"score() loop, {args.queries} sentences", t_ours, "kenlm", t_ken,
-                          {"max_abs_diff_vs_kenlm": f"{diff:.2e}",
-                           "asrkit_words_per_s": round(n_words / t_ours)}))
-        t_batch = median_time(lambda: ours.score_sentences(queries), repeat=args.repeat)
-        cases.append(Case("score_sentences() batch", t_batch, "kenlm score() loop", t_ken,
-                          {"asrkit_words_per_s": round(n_words / t_batch)}))
-
-        words = [q.split() + ["</s>"] for q in queries[:1000]]
-
-        def ours_states():
-            ours._memo.clear()  # time the lookups, not the memo of the previous run
-            for ws in words:
-                state = ours.begin_state()
-                for w in ws:
-                    _, state = ours.score_word(state, w)
-
-        def kenlm_states():
-            for ws in words:
-                s, out = kenlm.State(), kenlm.State()
-                ref.BeginSentenceWrite(s)
-                for w in ws:
-                    ref.BaseScore(s, w, out)
-                    s, out = out, s
-
-        t_ours = median_time(ours_states, repeat=args.repeat)
-        t_ken = median_time(kenlm_states, repeat=args.repeat)
-        cases.append(Case("stateful score_word loop, 1000 sent.", t_ours, "kenlm BaseScore",
-                          t_ken, {"note": "score_id memo cleared before each run"}))
+        with open(qpath, "w") as f:
+            f.write("\n".join(lines[int(i)] for i in rng.integers(0, len(lines), args.queries)))
+        p = {"arpa": arpa, "binary": binary, "queries": qpath}
+        ours = run_side(__name__, "asrkit", p, args.repeat)
+        theirs = run_side(__name__, "kenlm", p, args.repeat)
+    n_words, n_pairs = ours["words"], ours["pairs"]
+    diff = max(abs(a - b) for a, b in zip(ours["probe"], theirs["probe"], strict=True))
+    rows = [("score", f"score() loop, {args.queries} sentences", "kenlm score()",
+             {"max_abs_diff_vs_kenlm": f"{diff:.2e}"}),
+            ("sentences", "score_sentences() batch", "kenlm score() loop", {}),
+            ("walk", f"score_word walk, {n_words} words", "kenlm BaseScore walk",
+             {}),
+            ("batch_words", f"score_words batch, {n_pairs} pairs", "kenlm BaseScore loop",
+             {"note": "states as tuples, words as strings"}),
+            ("batch_rows", f"score_ids batch, {n_pairs} pairs", "kenlm BaseScore loop",
+             {"note": "states as int32 rows, word ids"})]
+    for key, name, ref_name, extra in rows:
+        t = ours[key]
+        tt = theirs[{"batch_words": "batch", "batch_rows": "batch", "sentences": "score"}
+                    .get(key, key)]
+        words = n_pairs if key.startswith("batch") else n_words
+        cases.append(Case(name, t["median"], ref_name, tt["median"],
+                          {**extra, "asrkit_words_per_s": round(words / t["median"]),
+                           "kenlm_words_per_s": round(words / tt["median"])},
+                          asrkit_spread=(t["q1"], t["q3"]), reference_spread=(tt["q1"], tt["q3"])))
     return cases
+
+
+def _walks(queries: list[str]) -> list[list[str]]:
+    return [q.split() + ["</s>"] for q in queries]
+
+
+def _asrkit_steps(p: dict, queries: list[str]):
+    from asrkit.lm import NgramLM
+
+    lm = NgramLM.load(p["binary"])
+    walks = _walks(queries)
+    states, words = [], []
+    for ws in walks:
+        state = lm.begin_state()
+        for w in ws:
+            states.append(state)
+            words.append(w)
+            _, state = lm.score_word(state, w)
+    rows = lm.state_rows(states)
+    ids = np.array([lm.word_id(w) for w in words], dtype=np.int32)
+
+    def walk():
+        for ws in walks:
+            state = lm.begin_state()
+            for w in ws:
+                _, state = lm.score_word(state, w)
+
+    steps = {"score": lambda: [lm.score(q) for q in queries],
+             "sentences": lambda: lm.score_sentences(queries), "walk": walk,
+             "batch_words": lambda: lm.score_words(states, words),
+             "batch_rows": lambda: lm.score_ids(rows, ids)}
+    return steps, [lm.score(q) for q in queries[:200]], len(states)
+
+
+def _kenlm_steps(p: dict, queries: list[str]):
+    import kenlm
+
+    ref = kenlm.Model(p["arpa"])
+    walks = _walks(queries)
+    pairs = []
+    for ws in walks:
+        s = kenlm.State()
+        ref.BeginSentenceWrite(s)
+        for w in ws:
+            out = kenlm.State()
+            pairs.append((s, w))
+            ref.BaseScore(s, w, out)
+            s = out
+
+    def walk():
+        for ws in walks:
+            s, out = kenlm.State(), kenlm.State()
+            ref.BeginSentenceWrite(s)
+            for w in ws:
+                ref.BaseScore(s, w, out)
+                s, out = out, s
+
+    def batch():
+        out = kenlm.State()
+        base = ref.BaseScore
+        return [base(s, w, out) for s, w in pairs]
+
+    steps = {"score": lambda: [ref.score(q) for q in queries], "walk": walk, "batch": batch}
+    return steps, [ref.score(q) for q in queries[:200]], len(pairs)
+
+
+def measure_side(side: str, p: dict, repeat: int = 5) -> dict:
+    """In a fresh process (``run_side``): the timing (median, quartiles) of each query step of
+    ``side`` ("asrkit" or "kenlm"), and the scores of the first 200 sentences."""
+    with open(p["queries"]) as f:
+        queries = f.read().splitlines()
+    steps, probe, pairs = (_asrkit_steps if side == "asrkit" else _kenlm_steps)(p, queries)
+    out: dict = {"probe": probe, "pairs": pairs,
+                 "words": sum(len(q.split()) + 1 for q in queries)}
+    for name, step in steps.items():
+        out[name] = measure_step(step, repeat=repeat, memory=False)["timing"]
+    return out

@@ -18,8 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict
+from numba import njit
 
 from asrkit.decoders.fst.fst import Fst
 from asrkit.decoders.fst.minimization import _mix
@@ -178,14 +177,18 @@ def determinize_reference(fst: Fst, delta: float = DELTA, semiring: str | None =
 # Residual output strings are interned as nodes of a trie (node = the string spelled from the
 # root): appending a label is a child lookup, the longest common prefix of several strings is
 # their deepest common ancestor, and a residual is re-inserted from the root. Subsets live in
-# flat arrays (offsets, state, quantised weight, string node) and are found through a hash map
-# from a 64-bit hash of their elements to a chain of subset ids, each compared exactly.
+# flat arrays (offsets, state, weight and its quantisation, string node) and are found by a
+# 64-bit hash of their elements, each candidate compared exactly.
+# Both lookups (trie children, subsets) are open-addressing tables in plain arrays, probed
+# linearly and doubled at half load: numba's typed Dict costs a call through the runtime per
+# lookup, which was most of the kernel's time on L o G.
 
 _OK, _NONFUNCTIONAL_FINAL, _NONFUNCTIONAL_ARC, _TOO_MANY = 0, 1, 2, 3
 
 
 @njit(cache=True)
 def _gi(a, n):
+    """``a``, or a copy twice its size when index ``n`` is beyond it."""
     if n < a.size:
         return a
     b = np.empty(max(16, a.size * 2), dtype=a.dtype)
@@ -194,21 +197,89 @@ def _gi(a, n):
 
 
 @njit(cache=True)
-def _child(trie, parent, depth, label, node, x, lbase):
-    """(trie arrays, node id) for string ``node`` + label ``x``."""
+def _grow_to(a, size):
+    """A copy of ``a`` with ``size`` entries (the first ``a.size`` copied)."""
+    b = np.empty(size, dtype=a.dtype)
+    b[: a.size] = a
+    return b
+
+
+_FIB = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, inline="always")
+def _home(key, mask):
+    """Home slot of a non-negative int64 ``key`` in a table of ``mask + 1`` slots (Fibonacci
+    hashing: the product's high bits)."""
+    return np.int64(((np.uint64(key) * _FIB) >> np.uint64(20)) & np.uint64(mask))
+
+
+@njit(cache=True)
+def _grow_keys(keys, vals):
+    """The (key, value) table doubled and re-probed (keys -1 = empty)."""
+    size = keys.size * 2
+    mask = size - 1
+    nk = np.full(size, -1, np.int64)
+    nv = np.empty(size, np.int64)
+    for i in range(keys.size):
+        k = keys[i]
+        if k >= 0:
+            s = _home(k, mask)
+            while nk[s] >= 0:
+                s = (s + 1) & mask
+            nk[s] = k
+            nv[s] = vals[i]
+    return nk, nv
+
+
+@njit(cache=True, inline="always")
+def _child(tk, tv, parent, depth, label, nnodes, node, x, lbase):
+    """Node of string ``node`` + label ``x`` in the trie (``tk``/``tv``: child key
+    ``node * lbase + x`` -> node; ``nnodes`` nodes so far). Returns the node and whether it is
+    new; a new node is added to ``parent``/``depth``/``label``, which the caller has grown to
+    hold ``nnodes + 1`` entries."""
     key = node * lbase + x
-    if key in trie:
-        return parent, depth, label, trie[key]
-    n = trie[-1]  # number of nodes so far
-    parent = _gi(parent, n)
-    depth = _gi(depth, n)
-    label = _gi(label, n)
-    parent[n] = node
-    depth[n] = depth[node] + 1
-    label[n] = x
-    trie[key] = n
-    trie[-1] = n + 1
-    return parent, depth, label, n
+    mask = tk.size - 1
+    s = _home(key, mask)
+    while True:
+        k = tk[s]
+        if k == key:
+            return tv[s], False
+        if k < 0:
+            break
+        s = (s + 1) & mask
+    tk[s] = key
+    tv[s] = nnodes
+    parent[nnodes] = node
+    depth[nnodes] = depth[node] + 1
+    label[nnodes] = x
+    return nnodes, True
+
+
+@njit(cache=True)
+def _trie_room(tk, tv, parent, depth, label, nnodes):
+    """The trie's arrays with room for one more node (tables kept at most half full)."""
+    if 2 * (nnodes + 1) > tk.size:
+        tk, tv = _grow_keys(tk, tv)
+    if nnodes >= parent.size:
+        parent = _gi(parent, nnodes)
+        depth = _gi(depth, nnodes)
+        label = _gi(label, nnodes)
+    return tk, tv, parent, depth, label
+
+
+@njit(cache=True)
+def _grow_subsets(table, sub_h, nsub):
+    """The subset table doubled, every subset re-probed from its hash."""
+    size = table.size * 2
+    mask = np.uint64(size - 1)
+    out = np.full(size, -1, np.int64)
+    for tid in range(nsub):
+        s = np.int64(sub_h[tid] & mask)
+        while out[s] >= 0:
+            s = np.int64(np.uint64(s + 1) & mask)
+        out[s] = tid
+    return out
 
 
 @njit(cache=True)
@@ -236,31 +307,38 @@ def _labels_below(parent, depth, label, node, ancestor_depth, buf):
 
 
 @njit(cache=True)
-def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
-    n_in = fin.size
+def _det_kernel(states, arcs, start, code, inv_delta, max_states):
+    """``states`` int64 ``[S, 3]``: arc range and final weight (float64 bits) per state;
+    ``arcs`` int64 ``[A, 4]``: ilabel, olabel, destination, weight (float64 bits). One record
+    per state and per arc: the lookups of an element touch a cache line or two, not seven."""
+    n_in = states.shape[0]
+    sfin = states.view(np.float64)
+    aw = arcs.view(np.float64)
     lbase = np.int64(1)
-    for a in range(ol.size):
-        if ol[a] + 1 > lbase:
-            lbase = np.int64(ol[a] + 1)
+    for a in range(arcs.shape[0]):
+        if arcs[a, 1] + 1 > lbase:
+            lbase = np.int64(arcs[a, 1] + 1)
     # string trie; node 0 = empty string
-    trie = Dict.empty(key_type=types.int64, value_type=types.int64)
-    trie[-1] = 1
+    tk = np.full(1024, -1, np.int64)
+    tv = np.empty(1024, np.int64)
+    nnodes = 1
     t_parent = np.full(64, -1, np.int64)
     t_depth = np.zeros(64, np.int64)
     t_label = np.zeros(64, np.int64)
-    # subsets
+    # subsets: elements (state, weight, quantised weight, string node), hash, result state
     sub_off = np.zeros(64, np.int64)
-    e_q = np.empty(64, np.int64)
+    e_q = np.empty(64, np.int32)
     e_w = np.empty(64, np.float64)
-    e_s = np.empty(64, np.int64)
+    e_qw = np.empty(64, np.int64)
+    e_s = np.empty(64, np.int32)
     sub_state = np.empty(64, np.int64)
-    sub_next = np.empty(64, np.int64)
-    by_hash = Dict.empty(key_type=types.int64, value_type=types.int64)
+    sub_h = np.empty(64, np.uint64)
+    sub_table = np.full(1024, -1, np.int64)
     # result
-    o_src = np.empty(1024, np.int64)
-    o_dst = np.empty(1024, np.int64)
-    o_il = np.empty(1024, np.int64)
-    o_ol = np.empty(1024, np.int64)
+    o_src = np.empty(1024, np.int32)
+    o_dst = np.empty(1024, np.int32)
+    o_il = np.empty(1024, np.int32)
+    o_ol = np.empty(1024, np.int32)
     o_w = np.empty(1024, np.float64)
     o_fin = np.full(64, np.inf)
     na = 0
@@ -273,19 +351,21 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
     u_dst = np.empty(64, np.int64)
     u_w = np.empty(64, np.float64)
     u_s = np.empty(64, np.int64)
+    u_qw = np.empty(64, np.int64)
     buf = np.empty(64, np.int64)
     order_buf = np.empty(24, np.int64)
 
     # subset 0 = {(start, 0, empty)}
     e_q[0] = start
     e_w[0] = 0.0
+    e_qw[0] = 0
     e_s[0] = 0
     sub_off[1] = 1
     sub_state[0] = 0
-    sub_next[0] = -1
     h0 = _mix(_mix(np.uint64(0x51ED), np.uint64(start)), np.uint64(0))
     h0 = _mix(h0, np.uint64(0))
-    by_hash[np.int64(h0 >> np.uint64(1))] = 0
+    sub_h[0] = h0
+    sub_table[np.int64(h0 & np.uint64(sub_table.size - 1))] = 0
     nsub = 1
     head = 0
     while head < nsub:
@@ -299,27 +379,30 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
         fstr = -1
         for e in range(b0, b1):
             q = e_q[e]
-            if fin[q] != np.inf:
+            fq = sfin[q, 2]
+            if fq != np.inf:
                 if fstr < 0:
                     fstr = e_s[e]
                 elif fstr != e_s[e]:
                     return _NONFUNCTIONAL_FINAL, q, o_src, o_dst, o_il, o_ol, o_w, o_fin, na, nout
-                fw = plus(fw, e_w[e] + fin[q], code)
+                fw = plus(fw, e_w[e] + fq, code)
         if fstr > 0:
             if buf.size < t_depth[fstr]:
                 buf = np.empty(2 * t_depth[fstr], np.int64)
             nl = _labels_below(t_parent, t_depth, t_label, fstr, 0, buf)
             cur = me
             for j in range(nl):
-                o_fin = _gi(o_fin, nout)
+                if nout >= o_fin.size:
+                    o_fin = _gi(o_fin, nout)
                 o_fin[nout] = np.inf
                 nxt = nout
                 nout += 1
-                o_src = _gi(o_src, na)
-                o_dst = _gi(o_dst, na)
-                o_il = _gi(o_il, na)
-                o_ol = _gi(o_ol, na)
-                o_w = _gi(o_w, na)
+                if na >= o_src.size:
+                    o_src = _gi(o_src, na)
+                    o_dst = _gi(o_dst, na)
+                    o_il = _gi(o_il, na)
+                    o_ol = _gi(o_ol, na)
+                    o_w = _gi(o_w, na)
                 o_src[na] = cur
                 o_dst[na] = nxt
                 o_il[na] = 0
@@ -334,18 +417,23 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
         nc = 0
         for e in range(b0, b1):
             q = e_q[e]
-            for a in range(offs[q], offs[q + 1]):
-                c_lab = _gi(c_lab, nc)
-                c_dst = _gi(c_dst, nc)
-                c_w = _gi(c_w, nc)
-                c_s = _gi(c_s, nc)
-                c_lab[nc] = il[a]
-                c_dst[nc] = dst[a]
-                c_w[nc] = e_w[e] + w[a]
+            for a in range(states[q, 0], states[q, 1]):
+                if nc >= c_lab.size:
+                    c_lab = _gi(c_lab, nc)
+                    c_dst = _gi(c_dst, nc)
+                    c_w = _gi(c_w, nc)
+                    c_s = _gi(c_s, nc)
+                c_lab[nc] = arcs[a, 0]
+                c_dst[nc] = arcs[a, 2]
+                c_w[nc] = e_w[e] + aw[a, 3]
                 s = e_s[e]
-                if ol[a] != 0:
-                    t_parent, t_depth, t_label, s = _child(trie, t_parent, t_depth, t_label, s,
-                                                           ol[a], lbase)
+                oa = arcs[a, 1]
+                if oa != 0:
+                    if 2 * (nnodes + 1) > tk.size or nnodes >= t_parent.size:
+                        tk, tv, t_parent, t_depth, t_label = _trie_room(
+                            tk, tv, t_parent, t_depth, t_label, nnodes)
+                    s, new = _child(tk, tv, t_parent, t_depth, t_label, nnodes, s, oa, lbase)
+                    nnodes += new
                 c_s[nc] = s
                 nc += 1
         if nc == 0:
@@ -380,9 +468,11 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
                                 o_fin, na, nout)
                     u_w[nu - 1] = plus(u_w[nu - 1], c_w[c], code)
                 else:
-                    u_dst = _gi(u_dst, nu)
-                    u_w = _gi(u_w, nu)
-                    u_s = _gi(u_s, nu)
+                    if nu >= u_dst.size:
+                        u_dst = _gi(u_dst, nu)
+                        u_w = _gi(u_w, nu)
+                        u_s = _gi(u_s, nu)
+                        u_qw = _gi(u_qw, nu)
                     u_dst[nu] = c_dst[c]
                     u_w[nu] = c_w[c]
                     u_s[nu] = c_s[c]
@@ -404,46 +494,62 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
                     nl = _labels_below(t_parent, t_depth, t_label, u_s[j], plen, buf)
                     r = 0
                     for m in range(nl):
-                        t_parent, t_depth, t_label, r = _child(trie, t_parent, t_depth,
-                                                               t_label, r, buf[m], lbase)
+                        if 2 * (nnodes + 1) > tk.size or nnodes >= t_parent.size:
+                            tk, tv, t_parent, t_depth, t_label = _trie_room(
+                                tk, tv, t_parent, t_depth, t_label, nnodes)
+                        r, new = _child(tk, tv, t_parent, t_depth, t_label, nnodes, r, buf[m],
+                                        lbase)
+                        nnodes += new
                     u_s[j] = r
                 qw = np.int64(np.floor(u_w[j] * inv_delta + 0.5))
+                u_qw[j] = qw
                 h = _mix(_mix(_mix(h, np.uint64(u_dst[j])), np.uint64(qw)), np.uint64(u_s[j]))
-            hk = np.int64(h >> np.uint64(1))
             # find or add the subset
-            tid = by_hash[hk] if hk in by_hash else np.int64(-1)
-            while tid >= 0:
+            smask = np.uint64(sub_table.size - 1)
+            slot = np.int64(h & smask)
+            while True:
+                tid = sub_table[slot]
+                if tid < 0:
+                    break
                 t0 = sub_off[tid]
-                if sub_off[tid + 1] - t0 == nu:
+                if sub_h[tid] == h and sub_off[tid + 1] - t0 == nu:
                     same = True
                     for j in range(nu):
                         if (e_q[t0 + j] != u_dst[j] or e_s[t0 + j] != u_s[j]
-                                or np.int64(np.floor(e_w[t0 + j] * inv_delta + 0.5))
-                                != np.int64(np.floor(u_w[j] * inv_delta + 0.5))):
+                                or e_qw[t0 + j] != u_qw[j]):
                             same = False
                             break
                     if same:
                         break
-                tid = sub_next[tid]
+                slot = np.int64(np.uint64(slot + 1) & smask)
             if tid < 0:
                 tid = nsub
                 if max_states > 0 and nsub + 1 > max_states:
                     return _TOO_MANY, nsub, o_src, o_dst, o_il, o_ol, o_w, o_fin, na, nout
                 base = sub_off[nsub]
-                sub_off = _gi(sub_off, nsub + 1)
-                sub_state = _gi(sub_state, nsub)
-                sub_next = _gi(sub_next, nsub)
+                if nsub + 1 >= sub_off.size:
+                    sub_off = _gi(sub_off, nsub + 1)
+                if nsub >= sub_state.size:
+                    sub_state = _gi(sub_state, nsub)
+                    sub_h = _gi(sub_h, nsub)
+                if e_q.size < base + nu:
+                    grow = max(2 * e_q.size, base + nu)
+                    e_q = _grow_to(e_q, grow)
+                    e_w = _grow_to(e_w, grow)
+                    e_qw = _grow_to(e_qw, grow)
+                    e_s = _grow_to(e_s, grow)
                 for j in range(nu):
-                    e_q = _gi(e_q, base + j)
-                    e_w = _gi(e_w, base + j)
-                    e_s = _gi(e_s, base + j)
                     e_q[base + j] = u_dst[j]
                     e_w[base + j] = u_w[j]
+                    e_qw[base + j] = u_qw[j]
                     e_s[base + j] = u_s[j]
                 sub_off[nsub + 1] = base + nu
-                sub_next[nsub] = by_hash[hk] if hk in by_hash else np.int64(-1)
-                by_hash[hk] = nsub
-                o_fin = _gi(o_fin, nout)
+                sub_h[nsub] = h
+                sub_table[slot] = nsub
+                if 2 * (nsub + 1) > sub_table.size:
+                    sub_table = _grow_subsets(sub_table, sub_h, nsub + 1)
+                if nout >= o_fin.size:
+                    o_fin = _gi(o_fin, nout)
                 o_fin[nout] = np.inf
                 sub_state[nsub] = nout
                 nout += 1
@@ -456,15 +562,17 @@ def _det_kernel(offs, dst, il, ol, w, fin, start, code, inv_delta, max_states):
                 if j == steps - 1:
                     nxt = sub_state[tid]
                 else:
-                    o_fin = _gi(o_fin, nout)
+                    if nout >= o_fin.size:
+                        o_fin = _gi(o_fin, nout)
                     o_fin[nout] = np.inf
                     nxt = nout
                     nout += 1
-                o_src = _gi(o_src, na)
-                o_dst = _gi(o_dst, na)
-                o_il = _gi(o_il, na)
-                o_ol = _gi(o_ol, na)
-                o_w = _gi(o_w, na)
+                if na >= o_src.size:
+                    o_src = _gi(o_src, na)
+                    o_dst = _gi(o_dst, na)
+                    o_il = _gi(o_il, na)
+                    o_ol = _gi(o_ol, na)
+                    o_w = _gi(o_w, na)
                 o_src[na] = cur
                 o_dst[na] = nxt
                 o_il[na] = lab if j == 0 else 0
@@ -490,11 +598,17 @@ def determinize(fst: Fst, delta: float = DELTA, semiring: str | None = None,
     fst = connect(fst)
     if fst.start < 0:
         return fst
+    states = np.empty((fst.num_states, 3), np.int64)
+    states[:, 0] = fst.offsets[:-1]
+    states[:, 1] = fst.offsets[1:]
+    states.view(np.float64)[:, 2] = fst.final
+    arcs = np.empty((fst.num_arcs, 4), np.int64)
+    arcs[:, 0] = fst.ilabel
+    arcs[:, 1] = fst.olabel
+    arcs[:, 2] = fst.dst
+    arcs.view(np.float64)[:, 3] = fst.weight
     status, info, src, dst, il, ol, w, fin, na, nout = _det_kernel(
-        fst.offsets, fst.dst.astype(np.int64), fst.ilabel.astype(np.int64),
-        fst.olabel.astype(np.int64), fst.weight.astype(np.float64),
-        fst.final.astype(np.float64), fst.start, code, 1.0 / delta,
-        0 if max_states is None else int(max_states))
+        states, arcs, fst.start, code, 1.0 / delta, 0 if max_states is None else int(max_states))
     if status == _NONFUNCTIONAL_FINAL:
         raise NonFunctionalError(
             f"determinize: input state {info} ends paths with different output strings")

@@ -9,7 +9,8 @@ def test_bench_fst_runs_small():
     pytest.importorskip("pynini")
     from asrkit.bench import fst as bench
 
-    args = argparse.Namespace(words=60, sentences=300, order=3, repeat=1)
+    args = argparse.Namespace(words=60, sentences=300, order=3, repeat=1, prune=0.0,
+                              cases=list(bench.CASES))
     cases = bench.run(args)
     assert [c.name for c in cases] == ["compose L o G", "determinize L o G",
                                        "minimize det(L o G)", "compose T o LG"]
