@@ -153,6 +153,7 @@ def transducer_beam_search(enc, predictor, weight, bias, blank: int = 0, beam: i
                 child = spell.child(nid, int(v))
                 if child >= 0:
                     _offer(cands, child, h.acoustic + float(row[v]), nid, int(v))
+        spell.scorer.flush()  # the LM scores of the words the new prefixes end, in one batch
         best = heapq.nlargest(beam, cands.items(),
                               key=lambda kv: kv[1][0] + spell.nodes[kv[0]].lm_score)
         new = {}
