@@ -146,6 +146,7 @@ class NewBob(Schedule):
         more = not self.max_epochs or self.epochs < self.max_epochs
         if cv_loss is None:
             return more
+        cv_loss = float(cv_loss)  # a numpy scalar would leak numpy bools into the state
         if not math.isfinite(cv_loss):
             cv_loss = math.inf  # NaN compares false: make it a rejected epoch
         if self.best_cv is None:
@@ -177,7 +178,7 @@ class NewBob(Schedule):
             if k in state:
                 setattr(self, k, state[k])
         if "decaying" not in state:  # written by the reduce-on-plateau newbob before it
-            self.decaying = self.newbob_scale < 1.0
+            self.decaying = bool(self.newbob_scale < 1.0)
 
 
 def as_schedule(lr) -> Schedule:

@@ -1,6 +1,8 @@
 """The ``[learner]`` section's learners against torch.optim, clipping against torch's
 clip_grad_norm_, newbob, FSAdaGrad against CNTK's rule."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -66,6 +68,16 @@ def test_newbob_is_nnet1s_and_stops_at_min_lr():
     assert fresh(10, 0, 1) == 0.5 and fresh.best_cv == 1.499
     fresh.stop_threshold = -1.0      # never stopped by the gain: min_lr stops it
     assert not fresh.epoch_end(1.6) and fresh.lr == 0.25
+
+
+def test_newbob_state_is_json_after_numpy_cv_losses():
+    # the Trainer's CV losses are numpy scalars; the state goes into a JSON checkpoint header
+    cfg = LearnerConfig(lr=1.0, newbob=True)
+    s = build_learner(cfg, [parameter(1)]).schedule
+    for loss in (np.float64(2.0), np.float64(1.5), np.float32(1.7)):
+        s.epoch_end(loss)
+    state = json.loads(json.dumps(s.state_dict()))
+    assert state["rejected"] is True and state["decaying"] is True and state["best_cv"] == 1.5
 
 
 def test_momentum_time_constant_is_cntks_per_minibatch_momentum():
