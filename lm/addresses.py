@@ -4,8 +4,9 @@ only integers.
 A numba call costs a few hundred nanoseconds per array argument (its type is fingerprinted and
 a view struct built) but tens per integer. The per-word query kernels therefore take the address
 of a small int64 header that lists the model's arrays (``address``, length), and rebuild views of
-them inside with ``array_at``. The object that owns the header must keep every listed array
-alive (``NgramLM`` holds them as attributes) and the arrays must be C-contiguous.
+them inside with ``i64_at``, ``f32_at`` and ``u64_at``. The object that owns the header must
+keep every listed array alive (``NgramLM`` holds them as attributes), and the arrays must be
+C-contiguous.
 """
 
 from __future__ import annotations
@@ -25,12 +26,6 @@ def _voidptr(typingctx, addr):
         return builder.inttoptr(args[0], cgutils.voidptr_t)
 
     return sig, codegen
-
-
-@njit(cache=True, inline="always")
-def header_at(addr, n):
-    """The int64 ``[n]`` header at address ``addr``."""
-    return carray(_voidptr(addr), n, np.int64)
 
 
 @njit(cache=True, inline="always")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from asrkit.lm.addresses import address, f32_at, header_at, i64_at, u64_at
+from asrkit.lm.addresses import address, f32_at, i64_at, u64_at
 from asrkit.lm.hashing import mix
 
 EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -267,7 +267,7 @@ def model_header(table: np.ndarray, prob: np.ndarray, bow: np.ndarray,
 @njit(cache=True, inline="always")
 def _model_at(h):
     """(table, values, prob, bow, slots, order) of the model whose header is at ``h``."""
-    hdr = header_at(h, HEADER_SIZE)
+    hdr = i64_at(h, HEADER_SIZE)
     table = u64_at(hdr[0], 2 * hdr[1])
     values = f32_at(hdr[0], 4 * hdr[1])
     prob = f32_at(hdr[2], hdr[4])
