@@ -49,6 +49,9 @@ class ReaderConfig:
     max_utts: int = 0                  # at most this many utterances per minibatch (0: no limit)
     bucket_pool: int = 1000            # utterances sorted by length together
     shuffle: bool = True               # shuffle utterances and minibatches every epoch
+    sortagrad: int = 0                 # the first this many epochs go shortest first (Deep
+    #                                    Speech 2's SortaGrad: CTC leaves its all-blank start
+    #                                    sooner on short utterances)
     seed: int = 0                      # shuffling and augmentation seed
     cmvn: str = "speaker"              # speaker (cmvn.scp; none if absent) | utterance |
     #                                    sliding | none (asrkit.features.normalize)
@@ -290,7 +293,8 @@ class Reader:
         cfg = self.config
         utts = list(self.utts)
         rng = np.random.default_rng([cfg.seed, epoch, 7919])
-        if self.training and cfg.shuffle:
+        shortest_first = self.training and epoch < cfg.sortagrad
+        if self.training and cfg.shuffle and not shortest_first:
             utts = [utts[i] for i in rng.permutation(len(utts))]
             pool = max(cfg.bucket_pool, 1)
         else:
@@ -311,7 +315,7 @@ class Reader:
                 longest = max(longest, n)
             if cur:
                 batches.append(cur)
-        if self.training and cfg.shuffle:
+        if self.training and cfg.shuffle and not shortest_first:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
 

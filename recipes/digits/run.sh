@@ -7,6 +7,7 @@
 #       [--train-speakers N] [--dev-speakers N] [--test-speakers N] [--utts-per-speaker N]
 #       [--fsdd-takes N]  (data options: local/make_corpus.py --help)
 #       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--jobs N] [--mpi N] [--resume]
+#       [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 data      FSDD's four real speakers (download, or --fsdd DIR / the shared corpora copy)
@@ -22,7 +23,12 @@
 #   7 loso      leave-one-speaker-out: for each real speaker, a model from exp/synth trained
 #               without them, tested on all their recordings (isolated digits and strings)
 #   8 peer      pocketsphinx 5.1.1 (digit-loop JSGF grammar) on the same test audio
-#   9 final     exp/final/ (a model folder for asrkit transcribe), WER tables, report.html
+#   9 models    with --models: each conf/NAME.toml (e.g. conformer_ctc, conformer_transducer)
+#               trained on the synthetic speech as exp/synth is, its last 5 checkpoints
+#               averaged, and compared with exp/synth on the synthetic test voices and all
+#               four real speakers (CTC: the 3-gram graph; transducer: modified beam search
+#               with the 3-gram fused)
+#   10 final    exp/final/ (a model folder for asrkit transcribe), WER tables, report.html
 #
 # --mpi N trains (stages 3, 4, 7) data-parallel on N ranks under mpiexec; --resume continues an
 # interrupted training stage from its last checkpoint (e.g. --stage 4 --resume).
@@ -42,6 +48,8 @@ fsdd_takes=50     # FSDD takes of each digit to use (fewer for quick runs)
 pretrain_epochs=8
 epochs=6
 loso_epochs=3     # each leave-one-speaker-out model (from exp/synth, as the shipped one)
+models=           # stage 9: other model configs to train and compare (conf/NAME.toml)
+model_epochs=     # their epochs (default: each config's own)
 jobs=2
 mpi=1
 resume=
@@ -62,10 +70,12 @@ while [ $# -gt 0 ]; do
     --pretrain-epochs) pretrain_epochs=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --loso-epochs) loso_epochs=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --model-epochs) model_epochs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --mpi) mpi=$2; shift 2 ;;
     --resume) resume=--resume; shift ;;
-    -h|--help) sed -n '2,28p' "$(basename "$0")"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$(basename "$0")"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -197,6 +207,64 @@ stage_peer() {
     --jobs "$jobs"
 }
 
+is_transducer() { grep -q '^type = "transducer"' "conf/$1.toml"; }
+
+decode_audio() {  # decode_audio MODEL_DIR DATA_DIR OUT: transcribe DATA_DIR's audio into OUT/hyp.txt
+  mkdir -p "$3"
+  cut -d' ' -f2- "$2/wav.scp" > "$3/audio.list"
+  log asrkit transcribe --model-dir "$1" --lm data/lang/G.arpa --nj "$jobs" \
+    $(cat "$3/audio.list") > "$3/transcripts.tsv" || return
+  # path<TAB>text back to utterance ids (the paths are unique: one file per utterance)
+  awk -F'\t' 'NR == FNR { split($0, f, " "); utt[substr($0, length(f[1]) + 2)] = f[1]; next }
+       { print utt[$1], $2 }' "$2/wav.scp" "$3/transcripts.tsv" > "$3/hyp.txt"
+  log asrkit score "$2/text" "$3/hyp.txt" > "$3/wer.txt"
+}
+
+model_test_sets() {  # NAME=FEATURES_DIR=DATA_DIR of the sets the models are compared on
+  local s
+  echo "synth_test=data/mfcc/synth_test=data/synth/test"
+  for s in "${speakers[@]}"; do echo "$s=data/mfcc/fsdd_${s}_test=data/fsdd/$s/test"; done
+}
+
+decode_model() {  # decode_model NAME MODEL: dev-tuned penalty, then every comparison set
+  local name=$1 model=$2 entry set feats audio wip
+  if [ "$name" != synth ] && is_transducer "$name"; then
+    log asrkit package --model "$model" --features conf/mfcc.toml --out "exp/$name/final" || return
+    for entry in $(model_test_sets); do
+      set=${entry%%=*}; audio=${entry##*=}
+      decode_audio "exp/$name/final" "$audio" "exp/$name/decode_$set" || return
+    done
+    return 0
+  fi
+  [ -f "exp/$name/decode_synth_dev/best_wip" ] ||
+    log asrkit decode --graph exp/graph_tg --model "$model" data/mfcc/synth_dev \
+      --out "exp/$name/decode_synth_dev" --tune-wip=-4:0:1 --nbest 1 || return
+  wip=$(cat "exp/$name/decode_synth_dev/best_wip")
+  for entry in $(model_test_sets); do
+    set=${entry%%=*}; feats=${entry#*=}; feats=${feats%%=*}
+    log asrkit decode --graph exp/graph_tg --model "$model" "$feats" \
+      --out "exp/$name/decode_$set" --word-insertion-penalty="$wip" --nbest 1 || return
+  done
+}
+
+stage_models() {
+  # every model here trains on the synthetic speech alone, as exp/synth (the BLSTM's
+  # pre-training) does, so all four real speakers and the test voices are unheard by all
+  [ -n "$models" ] || { echo "no --models: only the BLSTM is trained"; return 0; }
+  local m
+  for m in $models; do
+    [ -f "conf/$m.toml" ] || { echo "run.sh: --models $m: there is no conf/$m.toml" >&2; return 1; }
+  done
+  decode_model synth exp/synth/final.mdl || return
+  for m in $models; do
+    log asrkit train "conf/$m.toml" --out "exp/$m" --set reader.data_dir=data/mfcc/synth_train \
+      --set reader.cv_data_dir=data/mfcc/synth_dev \
+      ${model_epochs:+--set "train.epochs=$model_epochs"} $resume || return
+    log asrkit model average "exp/$m" "exp/$m/avg.mdl" --avg 5 || return
+    decode_model "$m" "exp/$m/avg.mdl" || return
+  done
+}
+
 stage_final() {
   local s sets=()
   log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg \
@@ -217,6 +285,14 @@ stage_final() {
     --system "asrkit=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx \
     --group-file exp/tables/synth_test.utt2voice || return
   local tables=(--table "Synthetic voices never heard in training=exp/tables/synth_voices.tsv")
+  if [ -n "$models" ]; then
+    local m entry systems=(--system "blstm=exp/synth/decode_{set}") model_sets=()
+    for m in $models; do systems+=(--system "$m=exp/$m/decode_{set}"); done
+    for entry in $(model_test_sets); do model_sets+=(--set "${entry%%=*}=${entry##*=}"); done
+    log "$python" local/wer_table.py exp/tables/models.tsv "${model_sets[@]}" "${systems[@]}" \
+      --group=-iso-=isolated --group=-str-=strings || return
+    tables+=(--table "Models trained on synthetic speech only, on unheard voices and speakers=exp/tables/models.tsv")
+  fi
   [ -n "$loso" ] && tables=(--table "Real speakers never heard in training (leave one speaker out)=exp/tables/real_speakers.tsv" "${tables[@]}")
   log asrkit report exp/blstm --title "digits: BLSTM-CTC on real and synthetic speech" \
     "${tables[@]}" --commands exp/commands.txt \
@@ -232,9 +308,10 @@ run_stage 5 graph stage_graph
 run_stage 6 decode stage_decode
 run_stage 7 loso stage_loso
 run_stage 8 peer stage_peer
-run_stage 9 final stage_final
+run_stage 9 models stage_models
+run_stage 10 final stage_final
 
-for t in exp/tables/real_speakers.tsv exp/tables/synth_voices.tsv; do
+for t in exp/tables/real_speakers.tsv exp/tables/synth_voices.tsv exp/tables/models.tsv; do
   [ -f "$t" ] && { echo "== $t"; column -t -s $'\t' "$t"; }
 done
 exit 0

@@ -56,6 +56,19 @@ def test_bucketing_bounds_padded_frames_and_covers_every_utterance(tmp_path):
         assert not batch.feats[n:, b].any()  # zero padding
 
 
+def test_sortagrad_epochs_go_shortest_first_then_shuffle(tmp_path):
+    path, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=30)
+    r = _reader(path, tokens, minibatch_frames=120, bucket_pool=10, seed=3, sortagrad=2)
+    for epoch in (0, 1):
+        order = [u for b in r.plan(epoch) for u in b]
+        assert order == sorted(r.utts, key=lambda u: (r.num_frames[u], u))
+    shuffled = [u for b in r.plan(2) for u in b]
+    assert sorted(shuffled) == sorted(r.utts)
+    assert shuffled != sorted(r.utts, key=lambda u: (r.num_frames[u], u))
+    assert r.plan(2) == _reader(path, tokens, minibatch_frames=120, bucket_pool=10,
+                                seed=3).plan(2)
+
+
 def test_features_are_speaker_normalised_and_augmented_only_in_training(tmp_path):
     path, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=6)
     spec = {"num_freq_masks": 1, "freq_mask_width": 3, "num_time_masks": 1,
