@@ -112,16 +112,21 @@ def log_softmax(x, axis: int = -1) -> np.ndarray:
 
 
 def greedy_search(enc, predictor, weight, bias, blank: int = 0, max_symbols: int = 3,
-                  length: int | None = None):
+                  length: int | None = None, joiner=None):
     """Greedy transducer decoding (icefall's ``greedy_search``): at each frame emit the joiner's
     arg-max while it is not the blank, at most ``max_symbols`` labels per frame.
 
     enc float32 [T, H] (the encoder output projected to the joiner dimension); predictor: a
     step object (see the module docstring); weight [V, H], bias [V]; length: frames to read
-    (default T). Returns ``(tokens, frames, log_prob)``: the emitted ids, the frame each was
-    emitted at, and the path's log-probability (the emitted labels' and the blanks').
+    (default T); joiner: a function ``(enc [H], out [H]) -> logits float32 [V]`` to run instead
+    of :func:`joiner_logits` over weight and bias (an exported joiner). Returns ``(tokens,
+    frames, log_prob)``: the emitted ids, the frame each was emitted at, and the path's
+    log-probability (the emitted labels' and the blanks').
     """
     T = enc.shape[0] if length is None else int(length)
+    if joiner is None:
+        def joiner(e, o):
+            return joiner_logits(e, o, weight, bias)
     state, out = predictor.start()
     tokens: list[int] = []
     frames: list[int] = []
@@ -129,7 +134,7 @@ def greedy_search(enc, predictor, weight, bias, blank: int = 0, max_symbols: int
     for t in range(T):
         emitted = 0
         while True:
-            logp = log_softmax(joiner_logits(enc[t], out, weight, bias))
+            logp = log_softmax(joiner(enc[t], out))
             y = int(np.argmax(logp))
             if y == blank or emitted >= max_symbols:
                 total += float(logp[blank])

@@ -13,8 +13,14 @@ transcribes the test set with asrkit, the fp32 export and the int8 export throug
 features and search, and prints each one's WER, network time and size, so the cost of int8
 is measured, not assumed.
 
+A transducer model writes sherpa-onnx's split instead: ``--onnx`` names a folder that gets
+encoder.onnx, decoder.onnx, joiner.onnx and tokens.txt (``asrkit.export.transducer``);
+``--verify`` compares each with asrkit and greedy search over the three files with asrkit's;
+``--int8`` writes encoder.int8.onnx, ... beside them.
+
 Examples:
   asrkit export --model-dir recipes/digits/exp/final --onnx digits.onnx --verify
+  asrkit export --model exp/rnnt/final.mdl --features conf/fbank.toml --onnx exp/rnnt/onnx
   asrkit export --model-dir exp/final --onnx am.onnx --int8 --test data/test
   asrkit export --model exp/blstm/final.mdl --features conf/fbank.toml --onnx am.onnx
 """
@@ -219,6 +225,8 @@ def run(args) -> int:
         model, fconf, frame_shift, extra = _load(args)
     except (OSError, ValueError, KeyError) as e:
         raise CommandError(f"{e}") from e
+    if hasattr(model, "transducer"):
+        return _run_transducer(args, model, fconf, frame_shift, extra)
     try:
         proto = to_onnx(model, args.onnx, feature_config=fconf, frame_shift=frame_shift,
                         opset=args.opset, lengths_dtype=args.lengths_dtype,
@@ -281,4 +289,76 @@ def run(args) -> int:
                   f"random batch {q['max_abs_diff']:.3g}")
         if args.test:
             _print_test(summary["test"], sizes)
+    return status
+
+
+def _run_transducer(args, model, fconf, frame_shift, extra) -> int:
+    """``asrkit export`` of a transducer: the folder of three files (see the module docstring);
+    with --verify, exit 1 if onnxruntime disagrees with asrkit."""
+    import numpy as np
+
+    from asrkit.cli.main import CommandError
+    from asrkit.export import ExportError, compare_transducer, transducer_to_onnx
+
+    src = args.model_dir or args.model
+    if args.test:
+        raise CommandError("--test is not supported for a transducer model yet (use --verify)")
+    if args.onnx.endswith(".onnx"):
+        raise CommandError(f"--onnx {args.onnx}: a transducer exports a folder (encoder.onnx, "
+                           "decoder.onnx, joiner.onnx, tokens.txt): name a folder, e.g. "
+                           "exp/onnx")
+    try:
+        paths = transducer_to_onnx(model, args.onnx, feature_config=fconf,
+                                   frame_shift=frame_shift, opset=args.opset,
+                                   extra_metadata=extra)
+    except ExportError as e:
+        raise CommandError(f"{src}: {e}") from e
+    except OSError as e:
+        raise CommandError(f"{args.onnx}: {e.strerror or e}") from e
+    summary = {"onnx": args.onnx, "opset": args.opset, "files": paths,
+               "bytes": {k: os.path.getsize(p) for k, p in paths.items()},
+               "input_dim": model.input_dim, "vocab_size": model.num_classes}
+    status = 0
+    if args.verify:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError:
+            raise CommandError("--verify needs onnxruntime: pip install onnxruntime") from None
+        rng = np.random.default_rng(0)
+        lengths = np.array([37, 23, 9], np.int32)
+        feats = rng.standard_normal((37, 3, model.input_dim)).astype(np.float32)
+        v = compare_transducer(model, args.onnx, feats, lengths)
+        v["tolerance"] = args.tolerance
+        v["ok"] = (v["lengths_equal"] and v["greedy_equal"] == v["utterances"] and max(
+            v[f"{k}_max_abs_diff"] for k in ("encoder", "decoder", "joiner")) <= args.tolerance)
+        summary["verify"] = v
+        status = 0 if v["ok"] else 1
+    if args.int8:
+        from asrkit.export import int8_path, quantize_int8
+
+        summary["int8"] = {}
+        for part in ("encoder", "decoder", "joiner"):
+            path = int8_path(paths[part])
+            try:
+                q = quantize_int8(paths[part], path, per_channel=args.per_channel)
+            except ExportError as e:
+                raise CommandError(str(e)) from e
+            except OSError as e:
+                raise CommandError(f"{path}: {e.strerror or e}") from e
+            summary["int8"][part] = {"onnx": path, "bytes": q["int8_bytes"]}
+    if args.json:
+        print(json.dumps(summary))
+        return status
+    sizes = ", ".join(f"{os.path.basename(p)} {summary['bytes'][k]} bytes"
+                      for k, p in paths.items())
+    print(f"wrote {args.onnx}: {sizes} (opset {args.opset}, transducer, "
+          f"{model.num_classes} tokens)")
+    if args.verify:
+        v = summary["verify"]
+        print(f"verify: max |diff| encoder {v['encoder_max_abs_diff']:.3g}, decoder "
+              f"{v['decoder_max_abs_diff']:.3g}, joiner {v['joiner_max_abs_diff']:.3g} "
+              f"(tolerance {args.tolerance:g}); greedy search equal on {v['greedy_equal']}/"
+              f"{v['utterances']}: {'OK' if v['ok'] else 'MISMATCH'}")
+    for q in summary.get("int8", {}).values():
+        print(f"wrote {q['onnx']} ({q['bytes']} bytes)")
     return status

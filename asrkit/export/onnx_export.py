@@ -37,6 +37,7 @@ from asrkit.layers.onnx import ExportError, Stream, masks
 DEFAULT_OPSET = 17
 MIN_OPSET = 17
 METADATA_FORMAT = "asrkit-acoustic-model"
+TRANSDUCER_FORMAT = "asrkit-transducer"  # each of a transducer's encoder, decoder and joiner
 KALDI_FRAME_SHIFT_MS = 10.0
 _PROTOBUF_LIMIT = 2**31 - 1
 
@@ -89,8 +90,10 @@ def read_metadata(path_or_proto) -> dict:
     """The asrkit metadata of an exported model (a path or a ``ModelProto``), values decoded.
 
     Returns ``{"tokens": list[str], "blank": int, "input_dim": int, "num_classes": int,
-    "subsampling": int, "frame_shift": float, "network": dict, ...}``; keys this version does
-    not know stay strings. Raises ExportError when the file carries no asrkit metadata.
+    "subsampling": int, "frame_shift": float, "network": dict, ...}`` (a transducer's decoder
+    and joiner carry ``vocab_size``, ``context_size``, ``joiner_dim``, ``blank`` instead of the
+    tokens and network); keys this version does not know stay strings. Raises ExportError
+    when the file carries no asrkit metadata.
     """
     import onnx
 
@@ -99,14 +102,18 @@ def read_metadata(path_or_proto) -> dict:
         where = os.fspath(path_or_proto)
         path_or_proto = onnx.load(where, load_external_data=False)
     meta = {p.key: p.value for p in path_or_proto.metadata_props}
-    if meta.get("format") != METADATA_FORMAT:
+    if meta.get("format") not in (METADATA_FORMAT, TRANSDUCER_FORMAT):
         raise ExportError(f"{where}: not an asrkit acoustic model export (metadata format "
                           f"{meta.get('format')!r})")
     for k in ("tokens", "network"):
-        meta[k] = json.loads(meta[k])
-    for k in ("blank", "input_dim", "num_classes", "subsampling"):
-        meta[k] = int(meta[k])
-    meta["frame_shift"] = float(meta["frame_shift"])
+        if k in meta:
+            meta[k] = json.loads(meta[k])
+    for k in ("blank", "input_dim", "num_classes", "subsampling", "vocab_size", "context_size",
+              "joiner_dim", "predictor_layers", "predictor_dim"):
+        if k in meta:
+            meta[k] = int(meta[k])
+    if "frame_shift" in meta:
+        meta["frame_shift"] = float(meta["frame_shift"])
     return meta
 
 
@@ -135,23 +142,18 @@ def build_onnx(model, feature_config=None, frame_shift: float | None = None,
     lengths_dtype: "int32" or "int64", the type of the ``lengths`` input. Raises ExportError
     for a layer or option without an ONNX mapping.
     """
-    import onnx
     from onnx import TensorProto, helper
 
-    if opset < MIN_OPSET:
-        raise ExportError(f"opset {opset} is too old: asrkit exports opset {MIN_OPSET} or newer")
-    if opset > onnx.defs.onnx_opset_version():
-        raise ExportError(f"opset {opset} is newer than the installed onnx supports "
-                          f"({onnx.defs.onnx_opset_version()})")
+    check_opset(opset)
     len_types = {"int32": TensorProto.INT32, "int64": TensorProto.INT64}
     if lengths_dtype not in len_types:
         raise ExportError(f"lengths_dtype must be 'int32' or 'int64'; got {lengths_dtype!r}")
-    _check_exportable(model.network)
+    if hasattr(model, "transducer"):
+        raise ExportError("a transducer model exports as three files (encoder, decoder, "
+                          "joiner): use asrkit.export.transducer_to_onnx")
     g = GraphBuilder()
     lengths = g.op("Cast", ["lengths"], "lengths_i64", to=TensorProto.INT64)
-    s = Stream("feats", lengths, model.input_dim)
-    for layer in model.net.layers:
-        s = layer.onnx(g, s)
+    s = lower_network(g, model, "feats", lengths)
     logp = g.op("LogSoftmax", [s.x], "log_probs_all", axis=-1)
     g.op("Mul", [logp, masks(g, s)[1]], names=["log_probs"])
     g.op("Cast", [s.lengths], names=["out_lengths"], to=TensorProto.INT32)
@@ -162,16 +164,47 @@ def build_onnx(model, feature_config=None, frame_shift: float | None = None,
     outputs = [helper.make_tensor_value_info("log_probs", TensorProto.FLOAT, ["T_out", "B", C]),
                helper.make_tensor_value_info("out_lengths", TensorProto.INT32, ["B"])]
     graph = g.make_graph("asrkit_acoustic_model", inputs, outputs)
-    opsets = [helper.make_opsetid("", opset)]
+    return make_model(graph, opset, "asrkit acoustic model: feats [T, B, D], lengths [B] -> "
+                                     "log_probs [T', B, C], out_lengths [B]",
+                      metadata(model, feature_config, frame_shift, extra_metadata))
+
+
+def check_opset(opset: int) -> None:
+    """Raise ExportError unless ``opset`` is one asrkit writes and the installed onnx knows."""
+    import onnx
+
+    if opset < MIN_OPSET:
+        raise ExportError(f"opset {opset} is too old: asrkit exports opset {MIN_OPSET} or newer")
+    if opset > onnx.defs.onnx_opset_version():
+        raise ExportError(f"opset {opset} is newer than the installed onnx supports "
+                          f"({onnx.defs.onnx_opset_version()})")
+
+
+def lower_network(g, model, feats: str, lengths: str) -> Stream:
+    """Emit every layer of ``model``'s network (its output layer included) on builder ``g``
+    over ``feats`` float32 ``[T, B, input_dim]`` with int64 ``lengths`` ``[B]``; returns the
+    output stream. Raises ExportError naming a layer without a lowering."""
+    _check_exportable(model.network)
+    s = Stream(feats, lengths, model.input_dim)
+    for layer in model.net.layers:
+        s = layer.onnx(g, s)
+    return s
+
+
+def make_model(graph, opset: int, doc: str, meta: dict[str, str]):
+    """The ``ModelProto`` of ``graph`` at ``opset`` with asrkit as producer and ``meta`` as its
+    ``metadata_props``."""
+    from onnx import helper
+
     import asrkit
 
+    opsets = [helper.make_opsetid("", opset)]
     proto = helper.make_model(graph, opset_imports=opsets, producer_name="asrkit",
                               producer_version=str(getattr(asrkit, "__version__", "")),
-                              doc_string="asrkit acoustic model: feats [T, B, D], lengths [B] "
-                                         "-> log_probs [T', B, C], out_lengths [B]")
+                              doc_string=doc)
     # the oldest IR version that carries this opset, so older runtimes load the file too
     proto.ir_version = helper.find_min_ir_version_for(opsets)
-    helper.set_model_props(proto, metadata(model, feature_config, frame_shift, extra_metadata))
+    helper.set_model_props(proto, meta)
     return proto
 
 
@@ -185,15 +218,22 @@ def to_onnx(model, path: str | os.PathLike, feature_config=None, frame_shift: fl
     with shape inference) before writing. Raises ExportError for an unsupported layer or a model
     over protobuf's 2 GiB limit.
     """
-    import onnx
-
-    from asrkit.utils import atomic_write_bytes
-
     if isinstance(model, (str, os.PathLike)):
         from asrkit.models import load
 
         model = load(model)
     proto = build_onnx(model, feature_config, frame_shift, opset, lengths_dtype, extra_metadata)
+    write_proto(proto, path, check)
+    return proto
+
+
+def write_proto(proto, path: str | os.PathLike, check: bool = True) -> None:
+    """Write a ``ModelProto`` at ``path`` atomically, after ``onnx.checker`` (full check) when
+    ``check``; ExportError when it is over protobuf's 2 GiB limit."""
+    import onnx
+
+    from asrkit.utils import atomic_write_bytes
+
     data = proto.SerializeToString()
     if len(data) > _PROTOBUF_LIMIT:
         raise ExportError(f"{os.fspath(path)}: the model is {len(data)} bytes, over ONNX's 2 GiB "
@@ -201,4 +241,3 @@ def to_onnx(model, path: str | os.PathLike, feature_config=None, frame_shift: fl
     if check:
         onnx.checker.check_model(proto, full_check=True)
     atomic_write_bytes(path, data)
-    return proto

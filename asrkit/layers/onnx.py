@@ -191,6 +191,21 @@ def lstm_layer(g, s: Stream, directions: list[dict], hint: str) -> Stream:
     return s.with_x(y, nd * H)
 
 
+def lstm_step(g, x: str, h0: str, c0: str, w_ih: np.ndarray, w_hh: np.ndarray,
+              b_ih: np.ndarray, b_hh: np.ndarray, hint: str) -> tuple[str, str, str]:
+    """One forward LSTM layer over ``x`` ``[T, B, I]`` from the state ``h0``, ``c0`` ``[1, B,
+    H]`` (torch-layout weights as :func:`lstm_layer`); returns ``(y [T, B, H], h_n [1, B, H],
+    c_n [1, B, H])`` (a transducer's prediction network runs it with T = 1)."""
+    H = w_hh.shape[1]
+    W = _onnx_gates(w_ih, H)[None]
+    R = _onnx_gates(w_hh, H)[None]
+    B = np.concatenate([_onnx_gates(b_ih, H), _onnx_gates(b_hh, H)])[None]
+    y, h_n, c_n = g.op("LSTM", [x, g.weight(W, f"{hint}.W"), g.weight(R, f"{hint}.R"),
+                                g.weight(B, f"{hint}.B"), "", h0, c0], hint, outputs=3,
+                       hidden_size=H, direction="forward")
+    return g.op("Squeeze", [y, g.const([1])], hint), h_n, c_n
+
+
 def _lstmp_body(g, w_hh: np.ndarray, w_hr: np.ndarray, hint: str):
     """The Scan body of one projected LSTM step (torch's LSTM with ``proj_size``)."""
     from onnx import TensorProto, helper

@@ -90,6 +90,42 @@ class Predictor(Layer):
                         for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
         return out + [self.proj.W, self.proj.b]
 
+    def onnx(self, g, y: str, blank: int, states: tuple[str, str] | None = None):
+        """Emit one step of the (built) prediction network on ONNX builder ``g``.
+
+        y: int64 ``[N, K]``, the last ``context_size`` labels, oldest first (stateless), or
+        ``[N, 1]``, the newest label (lstm); ``blank`` stands for "no label yet" and embeds to
+        zeros, as ``asrkit.kernels.transducer``'s steps. states (lstm): the names of ``h``,
+        ``c`` float32 ``[layers, N, D]``. Returns ``(out float32 [N, H], (next h, next c) or
+        None)``.
+        """
+        from onnx import TensorProto
+
+        from asrkit.layers import onnx as lo
+
+        keep = g.op("Cast", [g.op("Not", [g.op("Equal", [y, g.const(blank)])])], "keep",
+                    to=TensorProto.FLOAT)
+        e = g.op("Gather", [g.weight(self.value("embed"), f"{self.name}.embed"), y], "embed")
+        e = g.op("Mul", [e, g.op("Unsqueeze", [keep, g.const([2])])], "embed")  # [N, K, D]
+        nxt = None
+        if self.lstm is None:
+            h = g.op("Mul", [e, g.weight(self.value("conv"), f"{self.name}.conv")], "conv")
+            h = g.op("Relu", [g.op("ReduceSum", [h, g.const([1])], "conv", keepdims=0)])
+        else:
+            x = g.op("Transpose", [e], "embed_tbd", perm=[1, 0, 2])  # [1, N, D]
+            hs, cs = [], []
+            for i in range(self.spec["predictor_layers"]):
+                h0, c0 = (g.op("Gather", [st, g.const([i])], "state", axis=0) for st in states)
+                w = [self.lstm.value(f"{k}_l{i}")
+                     for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+                x, h_n, c_n = lo.lstm_step(g, x, h0, c0, *w, f"{self.name}.lstm.l{i}")
+                hs.append(h_n)
+                cs.append(c_n)
+            h = g.op("Squeeze", [x, g.const([0])], "lstm_out")
+            nxt = tuple(g.op("Concat", parts, "state", axis=0) for parts in (hs, cs))
+        return lo.linear(g, h, self.proj.value("W"), self.proj.value("b"),
+                         f"{self.name}.proj"), nxt
+
 
 def transducer_shapes(spec: dict, vocab: int) -> dict[str, tuple[int, ...]]:
     """``{name: shape}`` of the prediction network's and the joiner's parameters, in creation
@@ -119,3 +155,11 @@ class Joiner(Layer):
         self.add_parameter("weight", (self.vocab, self.dim), uniform(bound))
         self.add_parameter("bias", (self.vocab,), uniform(bound))
         self.built = True
+
+    def onnx(self, g, enc: str, pred: str) -> str:
+        """Emit the additive joiner on ONNX builder ``g``: ``enc``, ``pred`` float32 ``[N, H]``
+        -> the name of ``tanh(enc + pred) @ weight.T + bias`` float32 ``[N, V]``."""
+        from asrkit.layers.onnx import linear
+
+        h = g.op("Tanh", [g.op("Add", [enc, pred], "joint")], "joint")
+        return linear(g, h, self.value("weight").T, self.value("bias"), self.name)

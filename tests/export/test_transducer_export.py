@@ -1,0 +1,137 @@
+"""A transducer exports as sherpa-onnx's encoder.onnx / decoder.onnx / joiner.onnx: onnxruntime on
+each equals asrkit to float32 rounding, and greedy search over the three files gives asrkit's
+words (the hand-set tone transducer of tests/transducer, and small Conformer transducers)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from asrkit.decoders.transducer import transducer_greedy, words_of  # noqa: E402
+from asrkit.export import (  # noqa: E402
+    ExportError,
+    OnnxTransducer,
+    build_onnx,
+    compare_transducer,
+    read_metadata,
+    transducer_to_onnx,
+)
+from asrkit.models import TransducerModel  # noqa: E402
+from asrkit.ops.transducer import predictor_step  # noqa: E402
+from asrkit.recognizer import Recognizer  # noqa: E402
+from tests.recognizer.tones import RATE, recording  # noqa: E402
+from tests.transducer.test_recognizer import FBANK, tone_transducer_model  # noqa: E402
+
+NET = {"seed": 3, "layers": [
+    {"type": "conv2d_subsampling", "dim": 16, "factor": 4, "channels": 4},
+    {"type": "conformer", "dim": 16, "heads": 2, "ff_dim": 32, "num_layers": 1,
+     "kernel_size": 3}]}
+TOKENS = ["<blk>"] + [f"w{i}" for i in range(1, 7)]
+
+
+@pytest.fixture(scope="module")
+def tone_transducer(tmp_path_factory):
+    """The hand-set tone transducer's model folder and its parent."""
+    from asrkit.models import save
+    from asrkit.recognizer import package_model_folder
+
+    root = tmp_path_factory.mktemp("rnnt_tones_onnx")
+    save(str(root / "final.mdl"), tone_transducer_model())
+    (root / "fbank.toml").write_text(FBANK)
+    package_model_folder(str(root / "final"), str(root / "final.mdl"), str(root / "fbank.toml"))
+    return str(root / "final"), root
+
+
+def _conformer_transducer(kind, **spec):
+    return TransducerModel(NET, 8, TOKENS, 0, transducer={"predictor": kind, "predictor_dim": 7,
+                                                          "joiner_dim": 6, **spec})
+
+
+@pytest.mark.parametrize("kind,spec", [("stateless", {"context_size": 2}),
+                                       ("lstm", {"predictor_layers": 2})])
+def test_each_piece_equals_asrkit_and_greedy_search_agrees(kind, spec, tmp_path):
+    model = _conformer_transducer(kind, **spec)
+    # a sharper joiner, so greedy search emits labels on random features
+    model = model.copy_with({**model.state_dict(),
+                             "joiner.weight": 4 * model.state_dict()["joiner.weight"]})
+    paths = transducer_to_onnx(model, tmp_path / "onnx")
+    for part in ("encoder", "decoder", "joiner"):
+        onnx.checker.check_model(onnx.load(paths[part]), full_check=True)
+    rng = np.random.default_rng(1)
+    lengths = np.array([41, 30, 7], np.int32)
+    feats = rng.standard_normal((41, 3, 8)).astype(np.float32)
+    feats[30:, 1] = 1e3  # padding never reaches a valid frame
+    res = compare_transducer(model, tmp_path / "onnx", feats, lengths)
+    assert res["lengths_equal"] and res["greedy_equal"] == 3
+    assert res["encoder_max_abs_diff"] < 1e-5
+    assert res["decoder_max_abs_diff"] < 1e-5 and res["joiner_max_abs_diff"] < 1e-5
+    # padded frames of encoder_out are zeros, the batch's lengths are asrkit's
+    onx = OnnxTransducer(tmp_path / "onnx")
+    enc, lens = onx.encode(feats, lengths)
+    np.testing.assert_array_equal(lens, model.encode(feats, lengths)[1])
+    assert not np.any(enc[lens[2]:, 2])
+    # greedy search emits something here, and the same tokens through either side
+    e, n = model.encode(feats[:, 0])
+    step = predictor_step(kind, model.predictor_arrays(), 0)
+    mine = transducer_greedy(e, step, np.asarray(model.joiner.weight.value),
+                             np.asarray(model.joiner.bias.value), 0, 3, TOKENS)
+    assert mine.tokens and onx.greedy(feats[:, 0])[:2] == (mine.tokens, mine.frames)
+
+
+def test_sherpa_metadata_and_tokens(tmp_path):
+    model = _conformer_transducer("stateless", context_size=2)
+    paths = transducer_to_onnx(model, tmp_path / "onnx")
+    dec = {p.key: p.value for p in onnx.load(paths["decoder"]).metadata_props}
+    assert dec["vocab_size"] == "7" and dec["context_size"] == "2"
+    assert dec["joiner_dim"] == "6" and dec["component"] == "decoder"
+    enc = read_metadata(paths["encoder"])
+    assert enc["tokens"] == TOKENS and enc["subsampling"] == 4 and enc["vocab_size"] == 7
+    lines = open(paths["tokens"]).read().splitlines()
+    assert lines[0] == "<blk> 0" and lines[-1] == "w6 6"
+    sess = {k: [i.name for i in OnnxTransducer(tmp_path / "onnx").sessions[k].get_inputs()]
+            for k in ("encoder", "decoder", "joiner")}
+    assert sess == {"encoder": ["x", "x_lens"], "decoder": ["y"],
+                    "joiner": ["encoder_out", "decoder_out"]}
+    with pytest.raises(ExportError, match="transducer model exports as three files"):
+        build_onnx(model)
+
+
+def test_the_tone_transducer_gives_the_same_words_through_onnx(tone_transducer, tmp_path):
+    folder, _ = tone_transducer
+    rec = Recognizer.from_dir(folder, method="greedy")
+    wave, _ = recording(["three", "one", "two"], seed=77, word_s=0.25, gap_s=0.25, lead_s=0.2)
+    feats = rec.normalize(rec.features(rec.load_audio(wave, RATE)))
+    model = rec.folder.model
+    paths = transducer_to_onnx(model, tmp_path / "onnx")
+    onx = OnnxTransducer(tmp_path / "onnx")
+    enc = model.encode(feats)[0]
+    np.testing.assert_allclose(onx.encode(feats)[0], enc, atol=1e-5, rtol=1e-5)
+    tokens, frames, _ = onx.greedy(feats)
+    assert words_of(tokens, frames, model.tokens)[0] == ["three", "one", "two"]
+    assert rec.transcribe(wave, RATE).text == "three one two"
+    assert len(paths) == 4
+
+
+def _asrkit(*args):
+    return subprocess.run([sys.executable, "-m", "asrkit", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_asrkit_export_writes_and_verifies_a_transducer_folder(tone_transducer, tmp_path):
+    folder, _ = tone_transducer
+    out = tmp_path / "onnx"
+    r = _asrkit("export", "--model-dir", folder, "--onnx", str(out), "--verify", "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["verify"]["ok"] and summary["verify"]["greedy_equal"] == 3
+    assert sorted(p.name for p in out.iterdir()) == ["decoder.onnx", "encoder.onnx",
+                                                     "joiner.onnx", "tokens.txt"]
+    assert read_metadata(str(out / "encoder.onnx"))["feature_type"] == "fbank"
+    r = _asrkit("export", "--model-dir", folder, "--onnx", str(tmp_path / "am.onnx"))
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "a transducer exports a folder" in r.stderr and len(r.stderr.strip().splitlines()) == 1
