@@ -69,16 +69,26 @@ def _seed(*parts: int) -> int:
 
 
 def initial_parameters(path: str, network: dict, input_dim: int, tokens: list[str],
-                       blank: int) -> dict:
-    """``{name: array}`` of the model file ``path`` (``[train] init``), after checking that it
-    has the run's network, input dimension, tokens and blank; raises TrainingError naming the
-    file and what differs."""
+                       blank: int, target_shapes: dict | None = None,
+                       transducer: bool = False) -> tuple[dict, bool]:
+    """``({name: array}, complete)`` of the model file ``path`` (``[train] init``).
+
+    A model of the run's own kind (CTC/frame-level or transducer) must have the run's network,
+    input dimension, tokens and blank, and gives every parameter (``complete``). A CTC model
+    starting a transducer run (or the reverse) gives its encoder, as icefall starts a
+    transducer from a CTC model: every parameter but the output layer (and the prediction
+    network and joiner), each of which must exist in ``target_shapes`` (``{name: shape}`` of
+    the run's model) with the same shape; the rest starts fresh (``complete`` False). Raises
+    TrainingError naming the file and what differs (the parameter, with both shapes).
+    """
     from asrkit.models import load
 
     try:
         src = load(path)
     except (OSError, ValueError) as e:
         raise TrainingError(f"[train] init: {e}") from e
+    if hasattr(src, "transducer") != transducer:
+        return _encoder_parameters(path, src, target_shapes or {}), False
     for what, theirs, ours in (("[network]", src.network, network),
                                ("input dimension", src.input_dim, input_dim),
                                ("tokens", list(src.tokens), list(tokens)),
@@ -86,7 +96,33 @@ def initial_parameters(path: str, network: dict, input_dim: int, tokens: list[st
         if theirs != ours:
             raise TrainingError(f"[train] init: {path}: its {what} differs from this run's "
                                 "(init needs the same network, features and tokens)")
-    return src.state_dict()
+    return src.state_dict(), True
+
+
+_NOT_ENCODER = ("output.", "predictor.", "joiner.")
+
+
+def _encoder_parameters(path: str, src, target_shapes: dict) -> dict:
+    """The encoder parameters of ``src`` (all but the output layer, prediction network and
+    joiner), checked against ``target_shapes``; TrainingError naming the first that differs."""
+    kind = "transducer" if hasattr(src, "transducer") else "CTC"
+    values = {}
+    for name, value in src.state_dict().items():
+        if name.startswith(_NOT_ENCODER):
+            continue
+        if name not in target_shapes:
+            raise TrainingError(f"[train] init: {path}: parameter '{name}' of the {kind} model "
+                                "has no counterpart in this run's [network] (its encoder layers "
+                                "must be this run's)")
+        if tuple(value.shape) != tuple(target_shapes[name]):
+            raise TrainingError(f"[train] init: {path}: parameter '{name}' is "
+                                f"{list(value.shape)} in the {kind} model, "
+                                f"{list(target_shapes[name])} in this run's [network]")
+        values[name] = value
+    if not values:
+        raise TrainingError(f"[train] init: {path}: the {kind} model has no encoder parameters "
+                            "to start from")
+    return values
 
 
 class Trainer:
@@ -121,12 +157,7 @@ class Trainer:
         self.cv_reader = cv_reader
         blank = config.criterion.blank if config.criterion.blank >= 0 else reader.tokens.blank
         if model is None:
-            init = config.train.init and initial_parameters(
-                config.train.init, config.network, reader.dim, reader.tokens.symbols, blank)
-            model = build_model(config.criterion, config.network, reader.dim,
-                                reader.tokens.symbols, blank,
-                                reader={**rc.normalization(), "unit": rc.unit},
-                                params=init or None)
+            model = self._build_model(blank)
         if model.input_dim != reader.dim:
             raise TrainingError(f"the model takes {model.input_dim}-dim features; "
                                 f"{reader.data_dir} has {reader.dim}")
@@ -164,6 +195,31 @@ class Trainer:
         self.skipped_steps = 0
         self.bytes_sent = 0
         self._window = {"loss": 0.0, "frames": 0, "time": 0.0, "steps": 0}
+
+    def _build_model(self, blank: int):
+        """The run's model, started from ``[train] init`` when it names a file: all of it, or
+        (from a model of the other kind) its encoder, the rest freshly initialised."""
+        config, rc, reader = self.config, self.config.reader, self.reader
+
+        def build(params=None):
+            return build_model(config.criterion, config.network, reader.dim,
+                               reader.tokens.symbols, blank,
+                               reader={**rc.normalization(), "unit": rc.unit}, params=params)
+
+        if not config.train.init:
+            return build()
+        transducer = config.criterion.type == "transducer"
+        fresh = build()
+        shapes = {k: tuple(p.shape) for k, p in fresh.params.items()}
+        values, complete = initial_parameters(config.train.init, config.network, reader.dim,
+                                              reader.tokens.symbols, blank, shapes, transducer)
+        if complete:
+            return build(values)
+        fresh.load_state_dict(values, strict=False)
+        self._log(f"[train] init: {len(values)} encoder parameters from {config.train.init}; "
+                  f"{len(shapes) - len(values)} start fresh (output layer"
+                  f"{', prediction network, joiner' if transducer else ''})")
+        return fresh
 
     # -- logging --------------------------------------------------------------------------
     def _default_log(self, message: str) -> None:
