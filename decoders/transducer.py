@@ -12,7 +12,8 @@ network step object and the joiner's output layer (``asrkit.kernels.transducer``
   ``beam`` best survive. With an LM (``begin_state()`` and ``score_word(state, word) -> (log10
   p, next state)``, e.g. ``asrkit.lm.NgramLM``) a word's score is added when the word is
   complete, as the CTC prefix search does (``asrkit.decoders.ctc``, whose prefix bookkeeping this
-  reuses): ``score = log p_transducer + lm_weight * ln p_lm + word_bonus * words``.
+  reuses): ``score = log p_transducer + lm_weight * ln p_lm + word_bonus * words``; hotwords
+  (a ``ContextGraph`` over tokens) add their boosts to the same score, as in that search.
 
 Word times come from the frames where each word's tokens are emitted: a word starts at the frame
 of its first token and lasts until the frame of its last one.
@@ -117,15 +118,19 @@ class _Hyp:
 def transducer_beam_search(enc, predictor, weight, bias, blank: int = 0, beam: int = 4,
                            nbest: int = 1, tokens=None, unit: str = "word",
                            word_delimiter: str = "|", lm=None, lm_weight: float = 0.5,
-                           word_bonus: float = 0.0,
-                           length: int | None = None) -> list[TransducerHypothesis]:
+                           word_bonus: float = 0.0, length: int | None = None,
+                           context=None) -> list[TransducerHypothesis]:
     """Modified beam search (see the module docstring) over ``enc`` float32 ``[T, H]``.
 
     predictor: a step object (``asrkit.kernels.transducer``); weight [V, H], bias [V]: the
     joiner's output layer; beam: hypotheses kept per frame (and labels tried per hypothesis);
     nbest: how many to return; tokens, unit, word_delimiter: how tokens spell words (needed with
-    an LM); lm, lm_weight, word_bonus: shallow fusion; length: frames to read (default T).
-    Returns up to ``nbest`` hypotheses, best first (end-of-sentence LM score included).
+    an LM); lm, lm_weight, word_bonus: shallow fusion; length: frames to read (default T);
+    context: hotwords, an ``asrkit.decoders.context_graph.ContextGraph`` over token ids + 1
+    (``token_phrases``), as icefall's and sherpa's modified beam search carry it: each emitted
+    token scores its context step, an unfinished phrase's boosts are taken back at the end;
+    its scores count in ``lm``. Returns up to ``nbest`` hypotheses, best first (end-of-sentence
+    LM score included).
     """
     enc, T = _check_inputs(enc, weight, bias, length)
     beam, nbest = count("beam", beam), count("nbest", nbest)
@@ -135,7 +140,8 @@ def transducer_beam_search(enc, predictor, weight, bias, blank: int = 0, beam: i
     if unit not in ("word", "char", "bpe"):
         raise ValueError(f"unit must be 'word', 'char' or 'bpe', got {unit!r}")
     V = weight.shape[0]
-    spell = _Spelling(tokens, unit, word_delimiter, _LmScorer(lm, lm_weight, word_bonus), None)
+    spell = _Spelling(tokens, unit, word_delimiter, _LmScorer(lm, lm_weight, word_bonus), None,
+                      context)
     state, out = predictor.start()
     hyps = {0: _Hyp(0.0, state, out, ())}  # spelling node -> hypothesis
     k = min(beam, V - 1)
@@ -165,7 +171,7 @@ def transducer_beam_search(enc, predictor, weight, bias, blank: int = 0, beam: i
                 st, o = predictor.step(p.state, label)
                 new[nid] = _Hyp(ac, st, o, p.frames + (t,))
         hyps = new
-    return _finish(hyps, spell, lm, lm_weight, unit, nbest)
+    return _finish(hyps, spell, lm, lm_weight, unit, nbest, context)
 
 
 def _offer(cands: dict, nid: int, ac: float, parent: int, label: int) -> None:
@@ -180,7 +186,7 @@ def _offer(cands: dict, nid: int, ac: float, parent: int, label: int) -> None:
         cands[nid] = (_logaddexp(ac, old[0]),) + old[1:]
 
 
-def _finish(hyps, spell, lm, lm_weight, unit, nbest) -> list[TransducerHypothesis]:
+def _finish(hyps, spell, lm, lm_weight, unit, nbest, context) -> list[TransducerHypothesis]:
     out = []
     for nid, h in hyps.items():
         node = spell.nodes[nid]
@@ -191,6 +197,8 @@ def _finish(hyps, spell, lm, lm_weight, unit, nbest) -> list[TransducerHypothesi
         if lm is not None:
             log10p, _ = lm.score_word(state, "</s>")
             lm_score += lm_weight * log10p * LN10
+        if context is not None:
+            lm_score += context.final_score(node.ctx_state)
         toks = spell.token_ids(nid)
         words, spans = words_of(toks, list(h.frames), spell.tokens, unit, spell.delim)
         out.append(TransducerHypothesis(toks, list(h.frames), words, spans,

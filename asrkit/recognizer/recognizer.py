@@ -95,10 +95,7 @@ class Recognizer:
         if is_transducer(folder):
             from asrkit.recognizer.transducer import TransducerSearch
 
-            if self.hotwords:
-                raise RecognizerError(f"{folder.path}: hotwords are not supported with a "
-                                      "transducer model")
-            self.transducer = TransducerSearch(folder, options)
+            self.transducer = TransducerSearch(folder, options, self.hotwords)
         if self.hotwords and folder.graph is not None:
             self.context()  # a hotword the graph cannot output is an error now, not per file
         shift_ms = float(folder.feature_config.options.get("frame_shift", 10.0))

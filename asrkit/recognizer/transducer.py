@@ -69,9 +69,11 @@ def transducer_options(given: dict, defaults: dict | None = None,
 
 class TransducerSearch:
     """The search of a transducer model folder: ``decode(enc [T', H], start)`` -> words with
-    times (seconds from ``start``) and n-best confidences."""
+    times (seconds from ``start``) and n-best confidences. ``hotwords``: ``Hotword`` list
+    (``asrkit.recognizer.hotwords.load_hotwords``) biasing the beam search through a context
+    graph over the model's tokens (each word spelled as the model spells it)."""
 
-    def __init__(self, folder, options: TransducerOptions):
+    def __init__(self, folder, options: TransducerOptions, hotwords=()):
         from asrkit.ops.transducer import predictor_step
 
         model = folder.model
@@ -81,10 +83,24 @@ class TransducerSearch:
                                         model.blank)
         self.weight = np.asarray(model.joiner.weight.value, np.float32)
         self.bias = np.asarray(model.joiner.bias.value, np.float32)
-        self.unit = model.reader.get("unit", "word")
+        # the reader's "piece" (SentencePiece) is the decoders' "bpe"
+        unit = model.reader.get("unit", "word")
+        self.unit = "bpe" if unit == "piece" else unit
         from asrkit.io.tokens import SEPARATORS
 
         self.delimiter = next((s for s in SEPARATORS if s in model.tokens), "|")
+        self.context = None
+        if hotwords:
+            from asrkit.decoders.context_graph import ContextGraph, token_phrases
+
+            if options.method != "beam":
+                raise RecognizerError("hotwords need method = 'beam' (the modified beam search "
+                                      f"carries them), not {options.method!r}")
+            try:
+                self.context = ContextGraph(token_phrases(list(hotwords), model.tokens,
+                                                          self.unit, self.delimiter))
+            except ValueError as e:
+                raise RecognizerError(str(e)) from None
         self.lm = None
         if options.lm:
             from asrkit.lm import NgramLM
@@ -107,7 +123,7 @@ class TransducerSearch:
         return transducer_beam_search(enc, self.predictor, self.weight, self.bias,
                                       self.model.blank, o.beam, o.nbest, tokens, self.unit,
                                       self.delimiter, lm=self.lm, lm_weight=o.lm_weight,
-                                      word_bonus=o.word_bonus)
+                                      word_bonus=o.word_bonus, context=self.context)
 
     def decode(self, enc: np.ndarray, start: float = 0.0):
         """``WordTiming`` list of the best hypothesis over ``enc`` ``[T', H]``."""

@@ -10,6 +10,7 @@ import pytest
 from asrkit.cli.main import main
 from asrkit.models import save
 from asrkit.recognizer import Recognizer, RecognizerError, package_model_folder
+from asrkit.recognizer.hotwords import load_hotwords
 from tests.recognizer.tones import BINS, GAIN, LEVEL, TOKENS, recording, write_wav
 
 FBANK = '[features]\ntype = "fbank"\nnum_mel_bins = 40\n[cmvn]\nmode = "none"\n'
@@ -91,3 +92,49 @@ def test_transducer_options_are_checked(tone_transducer):
         Recognizer.from_dir(folder, lm=str(folder) + "/missing.arpa")
     with pytest.raises(RecognizerError, match="streaming is not supported"):
         Recognizer.from_dir(folder).stream()
+
+
+def test_hotwords_bias_a_transducer_folders_beam_search(tone_transducer, tmp_path, capsys):
+    folder, root = tone_transducer
+    # this hand-set model is not peaky (an inserted word costs only about e^-5 a frame, summed
+    # over a pause's alignments), so the boost that finds the weak word is kept small
+    rec = Recognizer.from_dir(folder, hotwords=["two :1"])
+    # a weak "two" (encoder frames set by hand) is found only with the hotword
+    enc = np.full((4, 3), -5.0, np.float32)
+    enc[0, 0], enc[2:, 1] = 3.0, -0.3
+    assert [w.word for w in Recognizer.from_dir(folder).transducer.decode(enc)] == ["one"]
+    assert [w.word for w in rec.transducer.decode(enc)] == ["one", "two"]
+    # clear words stay as they are
+    wave, _ = recording(["three", "one", "two"], seed=77, word_s=0.25, gap_s=0.25, lead_s=0.2)
+    assert rec.transcribe(write_wav(root / "hw.wav", wave)).text == "three one two"
+    hw = tmp_path / "hotwords.txt"
+    hw.write_text("one two :0.8\n")
+    assert main(["transcribe", "--model-dir", folder, "--hotwords", str(hw),
+                 str(root / "hw.wav")]) == 0
+    assert capsys.readouterr().out.strip().endswith("three one two")
+    with pytest.raises(RecognizerError, match="hotwords need method = 'beam'"):
+        Recognizer.from_dir(folder, method="greedy", hotwords=["two"])
+    with pytest.raises(RecognizerError, match="'four' cannot be spelled with the model's tokens"):
+        Recognizer.from_dir(folder, hotwords=["one four"])
+
+
+def test_a_sentencepiece_transducer_spells_words_from_pieces():
+    """A model trained with ``[reader] unit = "piece"`` decodes with the decoders' "bpe"
+    spelling (a piece starting with ▁ opens a word), with and without hotwords."""
+    import types
+
+    from asrkit.models import TransducerModel
+    from asrkit.recognizer.transducer import TransducerSearch, transducer_options
+
+    m = tone_transducer_model()
+    pieces = ["<blk>", "\u2581one", "\u2581tw", "o"]
+    m = TransducerModel(m.network, m.input_dim, pieces, 0, params=m.state_dict(),
+                        reader={"cmvn": "none", "unit": "piece"}, transducer=m.transducer)
+    enc = np.full((5, 3), -5.0, np.float32)
+    enc[0, 0], enc[2, 1], enc[3, 2] = 3.0, 3.0, 3.0
+    folder = types.SimpleNamespace(model=m, frame_shift=0.04)
+    for method in ("beam", "greedy"):
+        search = TransducerSearch(folder, transducer_options({"method": method}))
+        assert [w.word for w in search.decode(enc)] == ["one", "two"]
+    search = TransducerSearch(folder, transducer_options({}), hotwords=load_hotwords(["two"]))
+    assert [w.word for w in search.decode(enc)] == ["one", "two"]

@@ -159,3 +159,37 @@ def test_bad_input_is_a_clear_error():
         transducer_beam_search(enc, step, W, b, beam=0)
     with pytest.raises(ValueError, match="needs the token strings"):
         transducer_beam_search(enc, step, W, b, lm=_OneWordLM("w1"))
+
+
+def test_hotwords_boost_a_weak_word_and_take_back_an_unfinished_phrase():
+    """The hand-set tone transducer (tests/transducer/test_recognizer.py) over encoder frames
+    set by hand: a weak "two" (p = 0.19 a frame) is left out unless a hotword boosts it enough,
+    and a phrase that is not completed changes nothing."""
+    from asrkit.decoders.context_graph import ContextGraph, parse_hotwords, token_phrases
+    from tests.transducer.test_recognizer import tone_transducer_model
+
+    m = tone_transducer_model()  # tokens <blk> one two three; enc unit k-1 is word k
+    step = predictor_step("stateless", m.predictor_arrays(), 0)
+    W, b = np.asarray(m.joiner.weight.value), np.asarray(m.joiner.bias.value)
+    off, weak, loud = -5.0, -0.3, 3.0
+    enc = np.array([[loud, off, off], [off, off, off], [off, weak, off], [off, weak, off]],
+                   np.float32)
+
+    def best(lines):
+        ctx = None
+        if lines:
+            ctx = ContextGraph(token_phrases(parse_hotwords(lines), m.tokens, "word"))
+        return transducer_beam_search(enc, step, W, b, beam=4, nbest=4, tokens=m.tokens,
+                                      context=ctx)
+
+    assert best([])[0].words == ["one"]
+    assert best(["two :0.5"])[0].words == ["one"]  # too small a boost
+    boosted = best(["two :2"])
+    assert boosted[0].words == ["one", "two"]
+    assert boosted[0].lm == pytest.approx(2.0, abs=1e-5)  # the boost counts in the LM part
+    assert boosted[0].score == pytest.approx(boosted[0].acoustic + 2.0, abs=1e-5)
+    # "two three" earns 2 for "two" while matching, and gives it back when it never completes
+    assert best(["two three :2"])[0].words == ["one"]
+    # a phrase that continues what was said: "one two" gets both words' boosts
+    assert best(["one two :1.5"])[0].words == ["one", "two"]
+    assert best(["one two :1.5"])[0].lm == pytest.approx(3.0, abs=1e-5)
