@@ -189,12 +189,9 @@ class OnnxTransducer:
 
     def encode(self, feats: np.ndarray, lengths: np.ndarray | None = None):
         """The encoder output of a padded batch (see the class docstring)."""
-        feats = np.ascontiguousarray(feats, np.float32)
-        single = feats.ndim == 2
-        if single:
-            feats = feats[:, None]
-        if lengths is None:
-            lengths = np.full(feats.shape[1], feats.shape[0])
+        from asrkit.export.verify import padded_batch
+
+        feats, lengths, single = padded_batch(feats, lengths)
         enc, lens = self.sessions["encoder"].run(None, {
             "x": np.ascontiguousarray(feats.transpose(1, 0, 2)),
             "x_lens": np.asarray(lengths, np.int64)})

@@ -39,18 +39,25 @@ class OnnxModel:
     def __call__(self, feats: np.ndarray, lengths: np.ndarray | None = None):
         import time
 
-        feats = np.ascontiguousarray(feats, np.float32)
-        single = feats.ndim == 2
-        if single:
-            feats = feats[:, None]
-        if lengths is None:
-            lengths = np.full(feats.shape[1], feats.shape[0])
+        feats, lengths, single = padded_batch(feats, lengths)
         t0 = time.perf_counter()
         logp, out_len = self.session.run(["log_probs", "out_lengths"], {
             "feats": feats, "lengths": np.asarray(lengths, self.lengths_type)})
         self.seconds += time.perf_counter() - t0
         out_len = np.asarray(out_len, np.int32)
         return (logp[:, 0], out_len) if single else (logp, out_len)
+
+
+def padded_batch(feats: np.ndarray, lengths: np.ndarray | None):
+    """``(feats float32 [T, B, D], lengths [B], single)`` of a model call's arguments: a single
+    ``[T, D]`` utterance gains a batch axis (``single`` True); lengths default to all T."""
+    feats = np.ascontiguousarray(feats, np.float32)
+    single = feats.ndim == 2
+    if single:
+        feats = feats[:, None]
+    if lengths is None:
+        lengths = np.full(feats.shape[1], feats.shape[0])
+    return feats, lengths, single
 
 
 def run_onnx(path_or_proto, feats: np.ndarray, lengths: np.ndarray
