@@ -1,5 +1,5 @@
-"""A trained transducer one label at a time, in numpy: the prediction networks' steps, the joiner
-and greedy search.
+"""A trained transducer one label at a time, in numpy: the prediction networks' steps, the joiner,
+greedy search and forced alignment.
 
 The graph trains the prediction network over whole label sequences (``asrkit.layers.transducer``);
 decoding runs it one emitted label at a time. Both read the same parameters, so this module is the
@@ -145,3 +145,51 @@ def greedy_search(enc, predictor, weight, bias, blank: int = 0, max_symbols: int
             state, out = predictor.step(state, y)
             emitted += 1
     return tokens, frames, total
+
+
+def force_align(enc, predictor, weight, bias, targets, blank: int = 0):
+    """Viterbi forced alignment of a label sequence through the transducer lattice (icefall's
+    transducer ``force_alignment``): at frame t with u labels emitted, either the blank (to
+    frame t+1) or label u+1 (same frame), any number of labels per frame, as the RNN-T loss.
+
+    enc float32 [T, H]; predictor: a step object; weight [V, H], bias [V]; targets: U label
+    ids (no blank). Returns ``(frames, log_prob)``: the frame each label is emitted at (int
+    list [U], non-decreasing) and the best path's log-probability (the final blank included;
+    ``-inf`` when T is 0).
+    """
+    targets = [int(y) for y in targets]
+    T, U = enc.shape[0], len(targets)
+    if T == 0:
+        return [], float("-inf")
+    state, out = predictor.start()
+    preds = [out]
+    for y in targets:
+        state, out = predictor.step(state, y)
+        preds.append(out)
+    preds = np.stack(preds)  # [U+1, H]
+    stay = np.empty((T, U + 1))  # log p(blank | t, u)
+    move = np.empty((T, U))  # log p(label u+1 | t, u)
+    for t in range(T):
+        logp = log_softmax(joiner_logits(enc[t][None, :], preds, weight, bias))  # [U+1, V]
+        stay[t] = logp[:, blank]
+        move[t] = logp[np.arange(U), targets]
+    a = np.full((T, U + 1), -np.inf)
+    emitted = np.zeros((T, U + 1), bool)  # the best way into (t, u) is label u's emission
+    for t in range(T):
+        for u in range(U + 1):
+            best = 0.0 if t == 0 and u == 0 else -np.inf
+            if t > 0:
+                best = max(best, a[t - 1, u] + stay[t - 1, u])
+            if u > 0 and a[t, u - 1] + move[t, u - 1] > best:
+                best = a[t, u - 1] + move[t, u - 1]
+                emitted[t, u] = True
+            a[t, u] = best
+    frames = [0] * U
+    t, u = T - 1, U
+    while u > 0:
+        if emitted[t, u]:
+            frames[u - 1] = t
+            u -= 1
+        else:
+            t -= 1
+    return frames, float(a[T - 1, U] + stay[T - 1, U])

@@ -228,7 +228,7 @@ class Recognizer:
         model = self.folder.model
         if self.transducer is not None:
             raise RecognizerError(f"{self.folder.path}: a transducer model has no per-frame "
-                                  "log-probabilities (alignment and streaming need a CTC model)")
+                                  "log-probabilities (streaming needs a CTC model)")
         if feats.ndim != 2 or feats.shape[1] != model.input_dim:
             raise RecognizerError(f"features of shape {list(feats.shape)} do not fit the model "
                                   f"([frames, {model.input_dim}]): is features.toml the "
@@ -388,8 +388,11 @@ class Recognizer:
             if not words:
                 raise RecognizerError("empty transcript: nothing to align")
             wave, feats = self._prepared(audio, sample_rate)
-            aligned, score = align_words(self.log_probs(feats), words, self.folder.tokens,
-                                         self.folder.lexicon, self.frame_shift)
+            if self.transducer is not None:
+                aligned, score = self.transducer.align(self.encode(feats), words)
+            else:
+                aligned, score = align_words(self.log_probs(feats), words, self.folder.tokens,
+                                             self.folder.lexicon, self.frame_shift)
         except (OSError, ValueError, MemoryError) as e:
             raise _named(where, e) from None
         return Alignment(aligned, score, len(wave) / self.sample_rate)

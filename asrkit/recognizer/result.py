@@ -45,8 +45,8 @@ class AlignedWord:
 @dataclasses.dataclass
 class Alignment:
     """A transcript aligned to audio: its words in order with their times, and the mean
-    log-probability per output frame of the best CTC path (a quality score: low values mean the
-    transcript fits the audio badly)."""
+    log-probability per output frame of the best CTC (or transducer) path (a quality score: low
+    values mean the transcript fits the audio badly)."""
 
     words: list[AlignedWord]
     log_prob_per_frame: float

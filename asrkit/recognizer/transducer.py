@@ -130,3 +130,34 @@ class TransducerSearch:
         from asrkit.decoders.transducer import hypothesis_timings
 
         return hypothesis_timings(self.nbest(enc), self.frame_shift, start)
+
+    def align(self, enc: np.ndarray, words: list[str]):
+        """Forced alignment of ``words`` to one utterance's encoder output ``enc`` float32
+        ``[T', H]`` (``asrkit.kernels.transducer.force_align``, each word spelled as the model
+        spells it): ``(AlignedWord list, mean log-probability per frame of the path)``. A word
+        starts at the frame of its first token and lasts to the end of its last token's frame.
+        RecognizerError for a word the tokens cannot spell or a transcript that cannot fit."""
+        from asrkit.decoders.context_graph import Hotword, token_phrases
+        from asrkit.decoders.transducer import words_of
+        from asrkit.kernels.transducer import force_align
+        from asrkit.recognizer.result import AlignedWord
+
+        m = self.model
+        try:
+            (phrase,) = token_phrases([Hotword(list(words), 0.0)], m.tokens, self.unit,
+                                      self.delimiter)
+        except ValueError as e:
+            raise RecognizerError(str(e).replace("hotwords: ", "")) from None
+        targets = [label - 1 for label, _ in phrase]
+        frames, logp = force_align(enc, self.predictor, self.weight, self.bias, targets,
+                                   m.blank)
+        if not np.isfinite(logp):
+            raise RecognizerError(f"the transcript ({len(targets)} tokens) does not fit the "
+                                  f"audio ({enc.shape[0]} frames)")
+        spelled, spans = words_of(targets, frames, m.tokens, self.unit, self.delimiter)
+        if spelled != list(words):
+            raise RecognizerError(f"the transcript spells {spelled} with the model's tokens, not "
+                                  f"{list(words)}")
+        fs = self.frame_shift
+        return ([AlignedWord(w, first * fs, (last - first + 1) * fs)
+                 for w, (first, last) in zip(words, spans)], logp / enc.shape[0])

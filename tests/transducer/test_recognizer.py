@@ -138,3 +138,22 @@ def test_a_sentencepiece_transducer_spells_words_from_pieces():
         assert [w.word for w in search.decode(enc)] == ["one", "two"]
     search = TransducerSearch(folder, transducer_options({}), hotwords=load_hotwords(["two"]))
     assert [w.word for w in search.decode(enc)] == ["one", "two"]
+
+
+def test_a_transducer_folder_aligns_a_transcript(tone_transducer, capsys):
+    folder, root = tone_transducer
+    rec = Recognizer.from_dir(folder)
+    words = ["two", "three", "one"]
+    wave, starts = recording(words, seed=3, word_s=0.25, gap_s=0.25, lead_s=0.2)
+    path = write_wav(root / "align.wav", wave)
+    al = rec.align(path, "two three one")
+    assert [w.word for w in al.words] == words
+    for w, t0 in zip(al.words, starts):
+        assert t0 - 0.03 <= w.start <= t0 + 0.05, (w.word, w.start, t0)
+        assert w.duration > 0
+    # a wrong transcript still aligns (a transducer can emit anywhere) but scores worse
+    assert rec.align(path, "one one one").log_prob_per_frame < al.log_prob_per_frame
+    with pytest.raises(RecognizerError, match="'four' cannot be spelled"):
+        rec.align(path, "two four")
+    assert main(["align", "--model-dir", folder, path, "--text", "two three one"]) == 0
+    assert "two" in capsys.readouterr().out

@@ -193,3 +193,38 @@ def test_hotwords_boost_a_weak_word_and_take_back_an_unfinished_phrase():
     # a phrase that continues what was said: "one two" gets both words' boosts
     assert best(["one two :1.5"])[0].words == ["one", "two"]
     assert best(["one two :1.5"])[0].lm == pytest.approx(3.0, abs=1e-5)
+
+
+def _paths(T, U):
+    """Every RNN-T path as the frame of each of U labels (non-decreasing frames < T)."""
+    import itertools
+
+    return [c for c in itertools.combinations_with_replacement(range(T), U)]
+
+
+def test_force_align_is_the_best_of_all_paths():
+    from asrkit.kernels.transducer import force_align
+
+    m, enc, step, W, b = _search_case(seed=4, T=4, V=4)
+    y = [2, 1, 3]
+    outs = [step.start()[1]]
+    state = step.start()[0]
+    for lab in y:
+        state, o = step.step(state, lab)
+        outs.append(o)
+    lp = np.stack([log_softmax(joiner_logits(enc[t][None], np.stack(outs), W, b))
+                   for t in range(4)])  # [T, U+1, V]
+
+    def path_logp(frames):
+        total, u = 0.0, 0
+        for t in range(4):
+            while u < len(y) and frames[u] == t:
+                total += lp[t, u, y[u]]
+                u += 1
+            total += lp[t, u, 0]
+        return total
+
+    best = max(_paths(4, 3), key=path_logp)
+    frames, logp = force_align(enc, step, W, b, y)
+    assert tuple(frames) == best and logp == pytest.approx(path_logp(best), abs=1e-5)
+    assert force_align(enc[:0], step, W, b, y) == ([], -math.inf)
