@@ -135,3 +135,22 @@ def test_asrkit_export_writes_and_verifies_a_transducer_folder(tone_transducer, 
     r = _asrkit("export", "--model-dir", folder, "--onnx", str(tmp_path / "am.onnx"))
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "a transducer exports a folder" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_sherpa_onnx_decodes_the_exported_files(tone_transducer, tmp_path):
+    """sherpa-onnx's OfflineRecognizer loads encoder.onnx, decoder.onnx, joiner.onnx and
+    tokens.txt as written, and its own features and greedy search give the tone words."""
+    sherpa_onnx = pytest.importorskip("sherpa_onnx")
+    folder, _ = tone_transducer
+    model = Recognizer.from_dir(folder).folder.model
+    p = transducer_to_onnx(model, tmp_path / "onnx")
+    wave, _ = recording(["three", "one", "two"], seed=77, word_s=0.25, gap_s=0.25, lead_s=0.2)
+    for method in ("greedy_search", "modified_beam_search"):
+        rec = sherpa_onnx.OfflineRecognizer.from_transducer(
+            p["encoder"], p["decoder"], p["joiner"], p["tokens"], feature_dim=40,
+            sample_rate=RATE, decoding_method=method)
+        s = rec.create_stream()
+        # int16 scale, as the tone model's Kaldi features are (icefall's are on [-1, 1])
+        s.accept_waveform(RATE, (32768 * wave).astype(np.float32))
+        rec.decode_stream(s)
+        assert list(s.result.tokens) == ["three", "one", "two"], method
