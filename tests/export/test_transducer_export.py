@@ -125,12 +125,25 @@ def _asrkit(*args):
 def test_asrkit_export_writes_and_verifies_a_transducer_folder(tone_transducer, tmp_path):
     folder, _ = tone_transducer
     out = tmp_path / "onnx"
-    r = _asrkit("export", "--model-dir", folder, "--onnx", str(out), "--verify", "--json")
+    r = _asrkit("export", "--model-dir", folder, "--onnx", str(out), "--verify", "--int8",
+                "--json")
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["verify"]["ok"] and summary["verify"]["greedy_equal"] == 3
-    assert sorted(p.name for p in out.iterdir()) == ["decoder.onnx", "encoder.onnx",
-                                                     "joiner.onnx", "tokens.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "decoder.int8.onnx", "decoder.onnx", "encoder.int8.onnx", "encoder.onnx",
+        "joiner.int8.onnx", "joiner.onnx", "tokens.txt"]
+    # the int8 files run and still spell the tone words
+    model = Recognizer.from_dir(folder).folder.model
+    int8 = tmp_path / "int8"
+    int8.mkdir()
+    for part in ("encoder", "decoder", "joiner"):
+        (int8 / f"{part}.onnx").write_bytes((out / f"{part}.int8.onnx").read_bytes())
+    rec = Recognizer.from_dir(folder, method="greedy")
+    wave, _ = recording(["two", "three"], seed=2, word_s=0.25, gap_s=0.25, lead_s=0.2)
+    feats = rec.normalize(rec.features(rec.load_audio(wave, RATE)))
+    tokens, frames, _ = OnnxTransducer(int8).greedy(feats)
+    assert words_of(tokens, frames, model.tokens)[0] == ["two", "three"]
     assert read_metadata(str(out / "encoder.onnx"))["feature_type"] == "fbank"
     r = _asrkit("export", "--model-dir", folder, "--onnx", str(tmp_path / "am.onnx"))
     assert r.returncode != 0 and "Traceback" not in r.stderr

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from asrkit.models import Model, TransducerModel, save
+from asrkit.models import Model, TransducerModel, load, save
 from asrkit.training import Trainer, TrainingError, parse_train_config
 from tests.training.datadirs import synthetic_dir
 
@@ -53,8 +53,10 @@ def test_a_ctc_model_starts_a_transducers_encoder(ctc):
                                       fresh.model.params[name].value)
     assert t.model.params["output.W"].shape == (10, 7)
     assert any("4 encoder parameters" in m for m in logs)
-    # and the trainer's own arrays are the model's
+    # and the trainer's own arrays are the model's: it trains from there
     assert t.params[0] is t.model.params["layers.0.W"].value
+    t.train()
+    assert isinstance(load(str(root / "o" / "final.mdl")), TransducerModel)
 
 
 def test_a_layer_of_another_size_is_an_error_naming_the_parameter(ctc):
