@@ -27,6 +27,7 @@ from asrkit.recognizer import RecognizerError, package_model_folder
 from asrkit.recognizer.model_stream import CarriedStateStream, WindowedStream
 from asrkit.recognizer.model_stream_conformer import ConformerChunks, Conv2dFrontEnd
 from tests.recognizer.tones import recording, write_wav
+from tests.streaming.weights import random_state
 from tests.transducer.test_recognizer import FBANK
 from tests.transducer.test_search import _OneWordLM, _search_case
 
@@ -196,12 +197,7 @@ def _conformer_transducer(chunk, seed=0):
     m = TransducerModel(net, 40, tokens, 0, reader={"cmvn": "none", "unit": "word"},
                         transducer={"predictor": "stateless", "predictor_dim": 8,
                                     "context_size": 2, "joiner_dim": 12})
-    rng = np.random.default_rng(seed)
-    state = {k: rng.uniform(-0.5, 0.5, v.shape).astype(np.float32)
-             for k, v in m.state_dict().items()}
-    for k in state:
-        if k.endswith("running_var"):
-            state[k] = np.abs(state[k]) + 0.5
+    state = random_state(m, seed)
     state["joiner.weight"] *= 6.0
     state["joiner.bias"][0] = 1.0       # blank most frames, words where the encoder is sure
     return m.copy_with(state)
