@@ -361,7 +361,10 @@ class Recognizer:
         """A ``RecognizerStream`` (``asrkit.recognizer.stream``) fed audio chunks: ``accept(
         samples, sample_rate)`` and ``finish()`` return partial and final ``StreamEvent``.
         ``options``: ``StreamOptions`` (endpoint, partial_interval, hotwords, blstm_left,
-        blstm_right, cmvn_causal, cmvn_prior). RecognizerError for an unknown or bad option."""
+        blstm_right, cmvn_causal, cmvn_prior). A transducer folder streams its encoder
+        through the same model streams into its resumable greedy or modified beam search
+        (``asrkit.decoders.online.OnlineTransducerDecoder``; hotwords need the beam search).
+        RecognizerError for an unknown or bad option."""
         from asrkit.recognizer.stream import RecognizerStream, StreamOptions
 
         self.check_can_transcribe()

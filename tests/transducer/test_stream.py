@@ -23,13 +23,14 @@ from asrkit.decoders.transducer import (
     transducer_greedy,
 )
 from asrkit.models import TransducerModel, save
+from asrkit.ops.transducer import predictor_step
 from asrkit.recognizer import RecognizerError, package_model_folder
 from asrkit.recognizer.model_stream import CarriedStateStream, WindowedStream
 from asrkit.recognizer.model_stream_conformer import ConformerChunks, Conv2dFrontEnd
 from tests.recognizer.tones import recording, write_wav
 from tests.streaming.weights import random_state
 from tests.transducer.test_recognizer import FBANK
-from tests.transducer.test_search import _OneWordLM, _search_case
+from tests.transducer.test_search import _model, _OneWordLM, _search_case
 
 RATE = 16000
 WORDS = ["three", "one", "two", "three", "one", "two"]
@@ -51,9 +52,14 @@ def _same(a, b):
         assert x.lm == pytest.approx(y.lm, abs=1e-9)
 
 
-@pytest.mark.parametrize("T", [1, 9, 23])
-def test_resumable_searches_fed_in_pieces_equal_offline(T):
+@pytest.mark.parametrize("T,predictor", [(1, "stateless"), (9, "stateless"),
+                                         (23, "stateless"), (17, "lstm")])
+def test_resumable_searches_fed_in_pieces_equal_offline(T, predictor):
     m, enc, step, W, b = _search_case(seed=T, T=T, V=5, H=6)
+    if predictor == "lstm":
+        m = _model("lstm", V=5, H=6, predictor_layers=2)
+        step = predictor_step("lstm", m.predictor_arrays(), 0)
+        W = np.asarray(m.joiner.weight.value) * 3
     enc = enc * 2
     tokens = m.tokens
     context = ContextGraph(token_phrases([Hotword(["w2", "w3"], 1.5)], tokens))
