@@ -176,6 +176,36 @@ def test_endpoints_cut_segments_and_the_next_goes_on_from_the_last_labels(tone_t
     assert max(ends) <= 1.0 + 0.3 + 1e-6  # a frame's chunk may overrun
 
 
+ARPA = """\\data\\
+ngram 1=5
+ngram 2=2
+
+\\1-grams:
+-99 <s> -0.3
+-0.7 </s>
+-0.3 one -0.2
+-0.6 two -0.2
+-0.9 three -0.2
+
+\\2-grams:
+-0.1 one two
+-0.2 two three
+
+\\end\\
+"""
+
+
+def test_lm_fusion_streams_as_offline(tone_transducer, tmp_path):
+    folder, _ = tone_transducer
+    (tmp_path / "g.arpa").write_text(ARPA)
+    rec = Recognizer.from_dir(folder, lm=str(tmp_path / "g.arpa"), lm_weight=0.8, beam=3)
+    wave, _ = recording(WORDS, seed=21, word_s=0.25, gap_s=0.3, lead_s=0.2)
+    offline = rec.transcribe(wave, RATE)
+    assert offline.text == " ".join(WORDS)
+    (final,) = _finals(_stream(rec, wave, 4, 0.05, endpoint=False)[1])
+    assert [w.as_dict() for w in final.words] == [w.as_dict() for w in offline.words]
+
+
 def test_hotwords_stream_as_offline_and_greedy_refuses_them(tone_transducer):
     folder, _ = tone_transducer
     rec = Recognizer.from_dir(folder, hotwords=["one two :1"])
