@@ -14,10 +14,10 @@ and Kaldi features (``asrkit.features.online``: equal to the offline ones), the 
 model (``model_stream``: exact for unidirectional networks, windows for a BLSTM) and the TLG
 search (``OnlineGraphDecoder``; a transducer folder: its encoder through the same model stream
 and its greedy or modified beam search, ``OnlineTransducerDecoder``, on the encoder frames),
-which gives partial results and ends a *segment* (an utterance
-within the stream) at an endpoint (Kaldi's rules, ``EndpointConfig``): its final result (with
-n-best confidences) is sent and the search starts the next segment. ``finish`` flushes every
-step and sends the last segment's final result.
+which gives partial results and ends a *segment* (an utterance within the stream) at an
+endpoint (Kaldi's rules, ``EndpointConfig``): its final result (with n-best confidences) is
+sent and the search starts the next segment. ``finish`` flushes every step and sends the last
+segment's final result.
 
 Times are seconds from the start of the stream. A partial event is sent when the best path's
 words changed and ``partial_interval`` seconds of audio have passed since the last one; its
@@ -74,7 +74,8 @@ class StreamOptions:
     hotwords: hotword phrases (a file path, or a list of ``"phrase :boost"`` lines or
         ``Hotword``); None: the Recognizer's.
     blstm_left, blstm_right: seconds of past and future context of the windows a BLSTM model
-        is re-run over (``WindowedStream``; the right context is latency).
+        (any whole-utterance network, a transducer's encoder too) is re-run over
+        (``WindowedStream``; the right context is latency).
     cmvn_causal: ``sliding`` CMVN without waiting at the start (Kaldi's online CMN).
     cmvn_prior: ``utterance``/``speaker`` CMVN: seconds normalised with their own statistics
         before the running mean takes over.
