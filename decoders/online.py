@@ -1,7 +1,9 @@
 """Incremental decoding: a search fed scores chunk by chunk, partial results and endpoints.
 
-``OnlineGraphDecoder`` runs the TLG Viterbi search (``ViterbiSearch``) and ``OnlineCtcDecoder``
-the CTC prefix search (``CtcPrefixSearch``) over one *segment* (an utterance within a stream):
+``OnlineGraphDecoder`` runs the TLG Viterbi search (``ViterbiSearch``), ``OnlineCtcDecoder``
+the CTC prefix search (``CtcPrefixSearch``) and ``OnlineTransducerDecoder`` a transducer's
+greedy or modified beam search (``asrkit.decoders.transducer``, on encoder frames) over one
+*segment* (an utterance within a stream):
 ``accept(log_probs)`` advances it, ``partial()`` is the best path so far (no final weights, no
 n-best), ``endpoint(config)`` says whether the segment has ended, ``final()`` is the segment's
 result (as the offline search on the same scores: fed whole, they are equal), and ``reset()``
@@ -14,7 +16,10 @@ best path, the best path's final relative cost is at most ``max_relative_cost``,
 frames of the best path consumed by blank. The five default rules are Kaldi's: 5 s of silence
 with nothing said (rule 1); after speech, 0.5 s of silence when the graph is happy to end
 (relative cost <= 2, rule 2), 1 s when it is fairly happy (<= 8, rule 3), 2 s in any case
-(rule 4); and 20 s of anything (rule 5).
+(rule 4); and 20 s of anything (rule 5). A transducer has no graph and so no final cost: its
+silence is the trailing frames since the best hypothesis last emitted a label (frames where the
+search took the blank), and the relative cost is taken as 0, so rules 1, 2 (0.5 s of silence
+after speech) and 5 decide, as for the CTC prefix search.
 """
 
 from __future__ import annotations
@@ -176,7 +181,20 @@ class OnlineGraphDecoder:
         return utterance_result(self.graph, self.search.result(final=True), self.opts)
 
 
-class OnlineCtcDecoder:
+class _GraphlessEndpoint:
+    """``endpoint`` of a search without a graph (``num_frames``, ``frame_shift`` and
+    ``trailing_silence_frames()`` given): the relative cost is taken as 0, a search that
+    may end anywhere."""
+
+    def endpoint(self, config: EndpointConfig | None) -> str | None:
+        """The endpoint rule that fires now (None: the segment goes on)."""
+        if config is None or not self.num_frames:
+            return None
+        return config.detected(self.num_frames * self.frame_shift,
+                               self.trailing_silence_frames() * self.frame_shift, 0.0)
+
+
+class OnlineCtcDecoder(_GraphlessEndpoint):
     """The CTC prefix search of a stream, one segment at a time (module docstring).
 
     ``search_options``: ``ctc_prefix_beam_search``'s keywords (tokens, blank, beam, lm, unit,
@@ -219,14 +237,78 @@ class OnlineCtcDecoder:
         """Trailing frames whose best token is the blank."""
         return self._trailing
 
-    def endpoint(self, config: EndpointConfig | None) -> str | None:
-        """The endpoint rule that fires now (the relative cost is taken as 0: a prefix search
-        may end anywhere)."""
-        if config is None or not self.num_frames:
-            return None
-        return config.detected(self.num_frames * self.frame_shift,
-                               self._trailing * self.frame_shift, 0.0)
-
     def final(self) -> list:
         """The segment's n-best hypotheses, as ``ctc_prefix_beam_search`` on its scores."""
         return self.search.finish(self.nbest)
+
+
+@dataclasses.dataclass
+class TransducerSegmentResult:
+    """A transducer segment's result: words, their ``WordTiming`` (seconds from the segment's
+    start; n-best confidences in a final result, 1.0 in a partial) and the n-best hypotheses
+    (``TransducerHypothesis``, best first)."""
+
+    words: list[str]
+    timings: list
+    nbest: list
+
+    @property
+    def text(self) -> str:
+        """The 1-best words joined by spaces."""
+        return " ".join(self.words)
+
+
+class OnlineTransducerDecoder(_GraphlessEndpoint):
+    """A transducer's search of a stream, one segment at a time (module docstring).
+
+    new_search: ``new_search(start)`` returns a fresh resumable search
+    (``TransducerGreedySearch`` or ``TransducerBeamSearch``) whose prediction network begins
+    from ``start`` (None: its start symbol); frame_shift: seconds per encoder frame; nbest: the
+    n-best size of the final result's confidences. A new segment's search goes on from the
+    prediction network state of the last segment's result (as sherpa-onnx keeps the last
+    ``context_size`` tokens), so a label is not emitted again; the LM and hotword states start
+    over (a new sentence).
+    """
+
+    def __init__(self, new_search, frame_shift: float, nbest: int = 1):
+        self.new_search = new_search
+        self.frame_shift = finite("frame_shift", frame_shift, 0.0, strict=True)
+        self.nbest = int(nbest)
+        self.search = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new segment."""
+        start = None if self.search is None else self.search.predictor_state()
+        self.search = self.new_search(start)
+
+    @property
+    def num_frames(self) -> int:
+        """Frames of the current segment searched so far."""
+        return self.search.T
+
+    def accept(self, enc: np.ndarray) -> None:
+        """Search more encoder frames float32 ``[n, H]`` of the segment."""
+        self.search.advance(enc)
+
+    def partial(self) -> TransducerSegmentResult:
+        """The best hypothesis so far (confidences 1.0: no n-best)."""
+        from asrkit.decoders.ctm import word_timings
+
+        h = self.search.best()
+        return TransducerSegmentResult(h.words, word_timings(h.words, h.word_frames,
+                                                             self.frame_shift), [h])
+
+    def trailing_silence_frames(self) -> int:
+        """Frames since the best hypothesis last emitted a label."""
+        return self.search.trailing_frames()
+
+    def final(self) -> TransducerSegmentResult:
+        """The segment's result with n-best confidences, as the offline search (``decode``
+        of ``asrkit.recognizer.transducer.TransducerSearch``) on the segment's frames."""
+        from asrkit.decoders.transducer import hypothesis_timings
+
+        nbest = self.search.finish(self.nbest)
+        words = nbest[0].words if nbest else []
+        return TransducerSegmentResult(list(words), hypothesis_timings(nbest, self.frame_shift),
+                                       nbest)

@@ -17,6 +17,12 @@ network step object and the joiner's output layer (``asrkit.kernels.transducer``
 
 Word times come from the frames where each word's tokens are emitted: a word starts at the frame
 of its first token and lasts until the frame of its last one.
+
+Both searches are resumable (a stream's search, ``asrkit.decoders.online.OnlineTransducerDecoder``):
+``TransducerGreedySearch`` and ``TransducerBeamSearch`` take encoder frames as they come
+(``advance``), keep their hypotheses (the prediction network's state, the LM state, the hotword
+context state) between calls, give the best hypothesis so far (``best``) and, at ``finish``,
+the offline search's result: the two offline functions are these classes fed everything.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import numpy as np
 from asrkit.decoders.ctc import LN10, _LmScorer, _logaddexp, _Spelling
 from asrkit.decoders.ctm import WordTiming, nbest_confidences, word_timings
 from asrkit.decoders.options import count, finite
-from asrkit.kernels.transducer import greedy_search, joiner_logits, log_softmax
+from asrkit.kernels.transducer import GreedySearch, joiner_logits, log_softmax
 
 SP_SPACE = "\u2581"
 
@@ -95,16 +101,66 @@ def _check_inputs(enc, weight, bias, length):
     return enc, T
 
 
+def _trailing(T: int, frames) -> int:
+    """Frames after the last emission (all ``T`` when nothing was emitted)."""
+    return T - 1 - frames[-1] if frames else T
+
+
+class TransducerGreedySearch:
+    """Resumable greedy search (see the module docstring; ``transducer_greedy``'s arguments):
+    ``advance(enc [n, H])``, ``best()``, ``finish()``; frames count from the first fed.
+    start: ``(state, out)`` of the prediction network to begin from (``predictor_state()``
+    of an earlier search; default its start symbol)."""
+
+    def __init__(self, predictor, weight, bias, blank: int = 0, max_symbols: int = 3,
+                 tokens=None, unit: str = "word", word_delimiter: str = "|", start=None):
+        self.weight, self.bias = weight, bias
+        self.tokens, self.unit, self.delim = tokens, unit, word_delimiter
+        self.search = GreedySearch(predictor, weight, bias, blank,
+                                   count("max_symbols", max_symbols))
+        if start is not None:
+            self.search.state, self.search.out = start
+
+    def predictor_state(self):
+        """``(state, out)`` of the prediction network after the labels emitted so far (a
+        later search's ``start``: a stream's next segment goes on from the last labels)."""
+        return self.search.state, self.search.out
+
+    @property
+    def T(self) -> int:
+        """Frames searched so far."""
+        return self.search.T
+
+    def advance(self, enc, length: int | None = None) -> None:
+        """Search the next frames ``enc`` float32 ``[n, H]`` (its first ``length``)."""
+        enc, n = _check_inputs(enc, self.weight, self.bias, length)
+        self.search.advance(enc, n)
+
+    def best(self) -> TransducerHypothesis:
+        """The hypothesis so far (its score is the path's log-probability)."""
+        s = self.search
+        words, spans = words_of(s.tokens, s.frames, self.tokens, self.unit, self.delim)
+        return TransducerHypothesis(list(s.tokens), list(s.frames), words, spans, s.log_prob,
+                                    s.log_prob, 0.0)
+
+    def finish(self, nbest: int = 1) -> list[TransducerHypothesis]:
+        """``[best()]``: greedy search has one hypothesis."""
+        return [self.best()]
+
+    def trailing_frames(self) -> int:
+        """Frames since the last emitted label (all of them before any)."""
+        return _trailing(self.T, self.search.frames)
+
+
 def transducer_greedy(enc, predictor, weight, bias, blank: int = 0, max_symbols: int = 3,
                       tokens=None, unit: str = "word", word_delimiter: str = "|",
                       length: int | None = None) -> TransducerHypothesis:
     """Greedy search (see the module docstring) over ``enc`` float32 ``[T, H]``; returns the
     hypothesis (its score is the path's log-probability)."""
-    enc, T = _check_inputs(enc, weight, bias, length)
-    toks, frames, logp = greedy_search(enc, predictor, weight, bias, blank,
-                                       count("max_symbols", max_symbols), T)
-    words, spans = words_of(toks, frames, tokens, unit, word_delimiter)
-    return TransducerHypothesis(toks, frames, words, spans, logp, logp, 0.0)
+    search = TransducerGreedySearch(predictor, weight, bias, blank, max_symbols, tokens, unit,
+                                    word_delimiter)
+    search.advance(enc, length)
+    return search.best()
 
 
 @dataclasses.dataclass
@@ -113,6 +169,101 @@ class _Hyp:
     state: object
     out: np.ndarray
     frames: tuple
+
+
+class TransducerBeamSearch:
+    """Resumable modified beam search (see the module docstring and
+    ``transducer_beam_search``, whose arguments these are): ``advance(enc [n, H])`` searches
+    more frames, ``best()`` is the best hypothesis so far (no end-of-sentence LM score, no
+    hotword take-back), ``finish(nbest)`` the n-best as the offline search gives it (the
+    search may go on after it). Frames count from the first fed. start: ``(state, out)`` of
+    the prediction network to begin from (an earlier search's ``predictor_state()``)."""
+
+    def __init__(self, predictor, weight, bias, blank: int = 0, beam: int = 4, tokens=None,
+                 unit: str = "word", word_delimiter: str = "|", lm=None,
+                 lm_weight: float = 0.5, word_bonus: float = 0.0, context=None, start=None):
+        self.beam = count("beam", beam)
+        lm_weight, word_bonus = finite("lm_weight", lm_weight), finite("word_bonus", word_bonus)
+        if lm is not None and tokens is None:
+            raise ValueError("LM fusion needs the token strings (tokens=...)")
+        if unit not in ("word", "char", "bpe"):
+            raise ValueError(f"unit must be 'word', 'char' or 'bpe', got {unit!r}")
+        self.predictor, self.weight, self.bias, self.blank = predictor, weight, bias, int(blank)
+        self.lm, self.lm_weight, self.unit, self.context = lm, lm_weight, unit, context
+        self.spell = _Spelling(tokens, unit, word_delimiter,
+                               _LmScorer(lm, lm_weight, word_bonus), None, context)
+        state, out = predictor.start() if start is None else start
+        self.hyps = {0: _Hyp(0.0, state, out, ())}  # spelling node -> hypothesis
+        self.T = 0
+        self._final_node = None  # the node of finish()'s best hypothesis
+
+    def advance(self, enc, length: int | None = None) -> None:
+        """Search the next frames ``enc`` float32 ``[n, H]`` (its first ``length``)."""
+        enc, n = _check_inputs(enc, self.weight, self.bias, length)
+        for t in range(n):
+            self._frame(enc[t], self.T)
+            self.T += 1
+
+    def _frame(self, e: np.ndarray, t: int) -> None:
+        hyps, spell, blank = self.hyps, self.spell, self.blank
+        k = min(self.beam, self.weight.shape[0] - 1)
+        nids = list(hyps)
+        outs = np.stack([hyps[n].out for n in nids])
+        logp = log_softmax(joiner_logits(e[None, :], outs, self.weight, self.bias))
+        cands: dict[int, tuple] = {}  # node -> (acoustic, parent node, label or -1)
+        for i, nid in enumerate(nids):
+            h = hyps[nid]
+            _offer(cands, nid, h.acoustic + float(logp[i, blank]), nid, -1)
+            row = logp[i].copy()
+            row[blank] = -np.inf
+            for v in np.argpartition(-row, k - 1)[:k] if k > 0 else ():
+                child = spell.child(nid, int(v))
+                if child >= 0:
+                    _offer(cands, child, h.acoustic + float(row[v]), nid, int(v))
+        spell.scorer.flush()  # the LM scores of the words the new prefixes end, in one batch
+        best = heapq.nlargest(self.beam, cands.items(),
+                              key=lambda kv: kv[1][0] + spell.nodes[kv[0]].lm_score)
+        new = {}
+        for nid, (ac, parent, label) in best:
+            p = hyps[parent]
+            if label < 0:
+                new[nid] = _Hyp(ac, p.state, p.out, p.frames)
+            else:
+                st, o = self.predictor.step(p.state, label)
+                new[nid] = _Hyp(ac, st, o, p.frames + (t,))
+        self.hyps = new
+
+    def _best_node(self) -> int:
+        nodes = self.spell.nodes
+        return max(self.hyps, key=lambda n: self.hyps[n].acoustic + nodes[n].lm_score)
+
+    def best(self) -> TransducerHypothesis:
+        """The best hypothesis so far, scored without the end-of-input terms."""
+        nid = self._best_node()
+        h, node, spell = self.hyps[nid], self.spell.nodes[nid], self.spell
+        toks = spell.token_ids(nid)
+        words, spans = words_of(toks, list(h.frames), spell.tokens, self.unit, spell.delim)
+        return TransducerHypothesis(toks, list(h.frames), words, spans,
+                                    h.acoustic + node.lm_score, h.acoustic, node.lm_score)
+
+    def finish(self, nbest: int = 1) -> list[TransducerHypothesis]:
+        """Up to ``nbest`` hypotheses, best first, with the end-of-sentence LM score and
+        the unfinished hotwords' boosts taken back (``transducer_beam_search``'s result)."""
+        ranked = _finish(self.hyps, self.spell, self.lm, self.lm_weight, self.unit,
+                         count("nbest", nbest), self.context)
+        self._final_node = ranked[0][1] if ranked else None
+        return [h for h, _ in ranked]
+
+    def predictor_state(self):
+        """``(state, out)`` of the prediction network of the best hypothesis (``finish``'s
+        when it was called, else ``best``'s): a later search's ``start``."""
+        nid = self._final_node if self._final_node is not None else self._best_node()
+        h = self.hyps[nid]
+        return h.state, h.out
+
+    def trailing_frames(self) -> int:
+        """Frames since the best hypothesis last emitted a label (all before any)."""
+        return _trailing(self.T, self.hyps[self._best_node()].frames)
 
 
 def transducer_beam_search(enc, predictor, weight, bias, blank: int = 0, beam: int = 4,
@@ -132,46 +283,11 @@ def transducer_beam_search(enc, predictor, weight, bias, blank: int = 0, beam: i
     its scores count in ``lm``. Returns up to ``nbest`` hypotheses, best first (end-of-sentence
     LM score included).
     """
-    enc, T = _check_inputs(enc, weight, bias, length)
-    beam, nbest = count("beam", beam), count("nbest", nbest)
-    lm_weight, word_bonus = finite("lm_weight", lm_weight), finite("word_bonus", word_bonus)
-    if lm is not None and tokens is None:
-        raise ValueError("LM fusion needs the token strings (tokens=...)")
-    if unit not in ("word", "char", "bpe"):
-        raise ValueError(f"unit must be 'word', 'char' or 'bpe', got {unit!r}")
-    V = weight.shape[0]
-    spell = _Spelling(tokens, unit, word_delimiter, _LmScorer(lm, lm_weight, word_bonus), None,
-                      context)
-    state, out = predictor.start()
-    hyps = {0: _Hyp(0.0, state, out, ())}  # spelling node -> hypothesis
-    k = min(beam, V - 1)
-    for t in range(T):
-        nids = list(hyps)
-        outs = np.stack([hyps[n].out for n in nids])
-        logp = log_softmax(joiner_logits(enc[t][None, :], outs, weight, bias))
-        cands: dict[int, tuple] = {}  # node -> (acoustic, parent node, label or -1)
-        for i, nid in enumerate(nids):
-            h = hyps[nid]
-            _offer(cands, nid, h.acoustic + float(logp[i, blank]), nid, -1)
-            row = logp[i].copy()
-            row[blank] = -np.inf
-            for v in np.argpartition(-row, k - 1)[:k] if k > 0 else ():
-                child = spell.child(nid, int(v))
-                if child >= 0:
-                    _offer(cands, child, h.acoustic + float(row[v]), nid, int(v))
-        spell.scorer.flush()  # the LM scores of the words the new prefixes end, in one batch
-        best = heapq.nlargest(beam, cands.items(),
-                              key=lambda kv: kv[1][0] + spell.nodes[kv[0]].lm_score)
-        new = {}
-        for nid, (ac, parent, label) in best:
-            p = hyps[parent]
-            if label < 0:
-                new[nid] = _Hyp(ac, p.state, p.out, p.frames)
-            else:
-                st, o = predictor.step(p.state, label)
-                new[nid] = _Hyp(ac, st, o, p.frames + (t,))
-        hyps = new
-    return _finish(hyps, spell, lm, lm_weight, unit, nbest, context)
+    nbest = count("nbest", nbest)
+    search = TransducerBeamSearch(predictor, weight, bias, blank, beam, tokens, unit,
+                                  word_delimiter, lm, lm_weight, word_bonus, context)
+    search.advance(enc, length)
+    return search.finish(nbest)
 
 
 def _offer(cands: dict, nid: int, ac: float, parent: int, label: int) -> None:
@@ -186,7 +302,8 @@ def _offer(cands: dict, nid: int, ac: float, parent: int, label: int) -> None:
         cands[nid] = (_logaddexp(ac, old[0]),) + old[1:]
 
 
-def _finish(hyps, spell, lm, lm_weight, unit, nbest, context) -> list[TransducerHypothesis]:
+def _finish(hyps, spell, lm, lm_weight, unit, nbest, context) -> list[tuple]:
+    """``[(TransducerHypothesis, node)]`` of the ``nbest`` best, with the end-of-input terms."""
     out = []
     for nid, h in hyps.items():
         node = spell.nodes[nid]
@@ -201,9 +318,9 @@ def _finish(hyps, spell, lm, lm_weight, unit, nbest, context) -> list[Transducer
             lm_score += context.final_score(node.ctx_state)
         toks = spell.token_ids(nid)
         words, spans = words_of(toks, list(h.frames), spell.tokens, unit, spell.delim)
-        out.append(TransducerHypothesis(toks, list(h.frames), words, spans,
-                                        h.acoustic + lm_score, h.acoustic, lm_score))
-    out.sort(key=lambda h: h.score, reverse=True)
+        out.append((TransducerHypothesis(toks, list(h.frames), words, spans,
+                                         h.acoustic + lm_score, h.acoustic, lm_score), nid))
+    out.sort(key=lambda hn: hn[0].score, reverse=True)
     return out[:nbest]
 
 
@@ -221,5 +338,5 @@ def hypothesis_timings(nbest: list[TransducerHypothesis], frame_shift: float,
     return timings
 
 
-__all__ = ["TransducerHypothesis", "hypothesis_timings", "transducer_beam_search",
-           "transducer_greedy", "words_of"]
+__all__ = ["TransducerBeamSearch", "TransducerGreedySearch", "TransducerHypothesis",
+           "hypothesis_timings", "transducer_beam_search", "transducer_greedy", "words_of"]

@@ -111,40 +111,65 @@ def log_softmax(x, axis: int = -1) -> np.ndarray:
     return (z - np.log(np.exp(z).sum(axis=axis, keepdims=True))).astype(np.float32, copy=False)
 
 
+class GreedySearch:
+    """Greedy transducer decoding (icefall's ``greedy_search``) fed encoder frames as they
+    come: at each frame emit the joiner's arg-max while it is not the blank, at most
+    ``max_symbols`` labels per frame. The prediction network's state is kept between calls,
+    so frames fed in any pieces give what the whole gives.
+
+    predictor: a step object (see the module docstring); weight [V, H], bias [V]: the joiner's
+    output layer; joiner: a function ``(enc [H], out [H]) -> logits float32 [V]`` to run
+    instead of :func:`joiner_logits` over weight and bias (an exported joiner). ``tokens``,
+    ``frames`` (int lists: the emitted ids and the frame of each, counted from the first frame
+    fed), ``log_prob`` (the path's log-probability: the emitted labels' and the blanks') and
+    ``T`` (frames fed) are the result so far.
+    """
+
+    def __init__(self, predictor, weight, bias, blank: int = 0, max_symbols: int = 3,
+                 joiner=None):
+        if joiner is None:
+            def joiner(e, o):
+                return joiner_logits(e, o, weight, bias)
+        self.joiner, self.predictor = joiner, predictor
+        self.blank, self.max_symbols = int(blank), int(max_symbols)
+        self.state, self.out = predictor.start()
+        self.tokens: list[int] = []
+        self.frames: list[int] = []
+        self.log_prob = 0.0
+        self.T = 0
+
+    def advance(self, enc, length: int | None = None) -> None:
+        """Search the next frames: ``enc`` float32 ``[n, H]`` (its first ``length``)."""
+        n = enc.shape[0] if length is None else int(length)
+        for t in range(n):
+            emitted = 0
+            while True:
+                logp = log_softmax(self.joiner(enc[t], self.out))
+                y = int(np.argmax(logp))
+                if y == self.blank or emitted >= self.max_symbols:
+                    self.log_prob += float(logp[self.blank])
+                    break
+                self.log_prob += float(logp[y])
+                self.tokens.append(y)
+                self.frames.append(self.T + t)
+                self.state, self.out = self.predictor.step(self.state, y)
+                emitted += 1
+        self.T += n
+
+
 def greedy_search(enc, predictor, weight, bias, blank: int = 0, max_symbols: int = 3,
                   length: int | None = None, joiner=None):
-    """Greedy transducer decoding (icefall's ``greedy_search``): at each frame emit the joiner's
-    arg-max while it is not the blank, at most ``max_symbols`` labels per frame.
+    """Greedy transducer decoding over a whole utterance (:class:`GreedySearch`).
 
     enc float32 [T, H] (the encoder output projected to the joiner dimension); predictor: a
     step object (see the module docstring); weight [V, H], bias [V]; length: frames to read
-    (default T); joiner: a function ``(enc [H], out [H]) -> logits float32 [V]`` to run instead
-    of :func:`joiner_logits` over weight and bias (an exported joiner). Returns ``(tokens,
-    frames, log_prob)``: the emitted ids, the frame each was emitted at, and the path's
-    log-probability (the emitted labels' and the blanks').
+    (default T); joiner: as :class:`GreedySearch`'s. Returns ``(tokens, frames, log_prob)``:
+    the emitted ids, the frame each was emitted at, and the path's log-probability (the
+    emitted labels' and the blanks').
     """
-    T = enc.shape[0] if length is None else int(length)
-    if joiner is None:
-        def joiner(e, o):
-            return joiner_logits(e, o, weight, bias)
-    state, out = predictor.start()
-    tokens: list[int] = []
-    frames: list[int] = []
-    total = 0.0
-    for t in range(T):
-        emitted = 0
-        while True:
-            logp = log_softmax(joiner(enc[t], out))
-            y = int(np.argmax(logp))
-            if y == blank or emitted >= max_symbols:
-                total += float(logp[blank])
-                break
-            total += float(logp[y])
-            tokens.append(y)
-            frames.append(t)
-            state, out = predictor.step(state, y)
-            emitted += 1
-    return tokens, frames, total
+    search = GreedySearch(predictor, weight, bias, blank, max_symbols, joiner)
+    search.advance(enc, length)
+    return search.tokens, search.frames, search.log_prob
 
 
 def force_align(enc, predictor, weight, bias, targets, blank: int = 0):

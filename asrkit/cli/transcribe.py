@@ -12,7 +12,8 @@ stays in input order). The Python API is `asrkit.Recognizer`.
 standard input at `--rate` Hz, a file is fed in `--chunk`-second pieces (paced at real time with
 `--realtime`). Each partial and final result is printed as it comes (`--json`: one object per
 event: kind, segment, start, end, text, words); a segment ends at an endpoint (Kaldi's rules,
-changed with `--endpoint rule2.min_trailing_silence=0.3`, off with `--no-endpoint`).
+changed with `--endpoint rule2.min_trailing_silence=0.3`, off with `--no-endpoint`). A
+transducer folder streams too (`--method greedy|beam`).
 `--hotwords FILE` favours the phrases listed (one per line, optional `:boost` in nats per word),
 with or without `--stream`.
 

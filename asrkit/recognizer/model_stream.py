@@ -7,6 +7,10 @@ log-posteriors it can compute so far::
     logp = ms.accept(feats)               # float32 [n', C] for feats [n, input_dim]
     logp = ms.finish()                    # the frames left at the end of the input
 
+For a transducer (``asrkit.models.TransducerModel``) the same classes stream the encoder: the
+output is its projection to the joiner, float32 ``[n', H]`` (``TransducerModel.encode``'s
+frames), instead of log-posteriors (``is_encoder`` says which; ``num_classes`` is C or H).
+
 Two kinds, chosen by the network (``model_stream``):
 
 - ``CarriedStateStream``, exact, for networks without a backward-in-time layer (``lstm``,
@@ -183,11 +187,17 @@ def _log_softmax(x):
     return np.ascontiguousarray(log_softmax(x, -1), np.float32)
 
 
+def _is_encoder(model) -> bool:
+    """Whether ``model`` is a transducer, whose stream gives encoder frames, not log-probs."""
+    return hasattr(model, "transducer")
+
+
 class CarriedStateStream:
     """The exact model stream of a network without a ``blstm`` layer (module docstring)."""
 
     def __init__(self, model):
         net = model.network
+        self.is_encoder = _is_encoder(model)
         p = {k: v.value for k, v in model.params.items()}
         self.input_dim = model.input_dim
         self.subsampling = subsampling_of(net)
@@ -259,14 +269,15 @@ class CarriedStateStream:
             x = np.asarray(y, np.float32)
         if x is None:
             return np.zeros((0, self.num_classes), np.float32)
-        return _log_softmax(x)
+        return np.ascontiguousarray(x, np.float32) if self.is_encoder else _log_softmax(x)
 
     def accept(self, feats: np.ndarray) -> np.ndarray:
-        """Log-posteriors float32 ``[n', C]`` that ``feats`` ``[n, input_dim]`` completes."""
+        """Log-posteriors float32 ``[n', C]`` (a transducer's encoder frames ``[n', H]``) that
+        ``feats`` float32 ``[n, input_dim]`` completes."""
         return self._run(np.asarray(feats, np.float32), False)
 
     def finish(self) -> np.ndarray:
-        """Log-posteriors of the frames left at the end of the input."""
+        """Log-posteriors (encoder frames) of the frames left at the end of the input."""
         return self._run(None, True)
 
 
@@ -279,12 +290,15 @@ class WindowedStream:
 
     def __init__(self, model, left: int, right: int, min_new: int = 1):
         self.model = model
+        self.is_encoder = _is_encoder(model)
+        self.run = model.encode if self.is_encoder else model
         self.input_dim = model.input_dim
         self.subsampling = subsampling_of(model.network)
         self.left, self.right, self.min_new = int(left), int(right), max(int(min_new), 1)
         self.span = front_span(model.network)
         self.delay = self.right * self.subsampling + self.span
-        self.num_classes = model.num_classes
+        self.num_classes = (model.transducer["joiner_dim"] if self.is_encoder
+                            else model.num_classes)
         self.buf = np.zeros((0, model.input_dim), np.float32)
         self.base = 0       # input frame of buf[0] (a multiple of the subsampling)
         self.n_in = 0
@@ -295,7 +309,7 @@ class WindowedStream:
         first = max(self.n_out - self.left, 0)
         end_in = self.n_in if final else min((stop + self.right) * s + self.span, self.n_in)
         x = self.buf[first * s - self.base: end_in - self.base]
-        logp, _ = self.model(x)
+        logp, _ = self.run(x)
         out = np.ascontiguousarray(logp[self.n_out - first: stop - first], np.float32)
         self.n_out = stop
         keep = max(self.n_out - self.left, 0) * s
@@ -305,7 +319,8 @@ class WindowedStream:
         return out
 
     def accept(self, feats: np.ndarray) -> np.ndarray:
-        """Log-posteriors float32 ``[n', C]`` of the output frames whose right context is in."""
+        """Log-posteriors float32 ``[n', C]`` (a transducer's encoder frames ``[n', H]``) of
+        the output frames whose right context is in; ``feats`` float32 ``[n, input_dim]``."""
         feats = np.asarray(feats, np.float32)
         self.buf = np.concatenate([self.buf, feats])
         self.n_in += len(feats)
@@ -325,7 +340,8 @@ class WindowedStream:
 
 
 def model_stream(model, left: int = 50, right: int = 30, min_new: int = 1):
-    """A new model stream for ``model`` (an ``asrkit.models.Model``): exact carried state
+    """A new model stream for ``model`` (an ``asrkit.models.Model``, or a ``TransducerModel``
+    whose encoder it streams): exact carried state
     unless a layer looks at the whole utterance (:func:`whole_utterance_layer`), else windows
     with ``left``/``right`` output frames of context (``min_new``: fewest new frames per
     re-run)."""

@@ -228,7 +228,7 @@ class Recognizer:
         model = self.folder.model
         if self.transducer is not None:
             raise RecognizerError(f"{self.folder.path}: a transducer model has no per-frame "
-                                  "log-probabilities (streaming needs a CTC model)")
+                                  "log-probabilities (use encode)")
         if feats.ndim != 2 or feats.shape[1] != model.input_dim:
             raise RecognizerError(f"features of shape {list(feats.shape)} do not fit the model "
                                   f"([frames, {model.input_dim}]): is features.toml the "
@@ -253,15 +253,17 @@ class Recognizer:
         return np.ascontiguousarray(enc)
 
     def context(self, hotwords=None):
-        """The hotword ``ContextGraph`` over the graph's words of ``hotwords`` (None: the
-        Recognizer's own; see ``load_hotwords``), or None without hotwords."""
+        """The hotword ``ContextGraph`` of ``hotwords`` (None: the Recognizer's own; see
+        ``load_hotwords``) over the graph's words (a transducer: over the model's tokens,
+        ``TransducerSearch.make_context``), or None without hotwords."""
         from asrkit.recognizer.hotwords import hotword_lines, load_hotwords, word_context
 
         self.check_can_transcribe()
         hw = self.hotwords if hotwords is None else load_hotwords(hotwords)
         key = tuple(hotword_lines(hw))
         if key not in self._contexts:
-            self._contexts[key] = word_context(hw, self.folder.graph.words)
+            self._contexts[key] = (self.transducer.make_context(hw) if self.transducer
+                                   else word_context(hw, self.folder.graph.words))
         return self._contexts[key]
 
     def decode(self, log_probs: np.ndarray, start: float = 0.0):
@@ -359,13 +361,13 @@ class Recognizer:
         """A ``RecognizerStream`` (``asrkit.recognizer.stream``) fed audio chunks: ``accept(
         samples, sample_rate)`` and ``finish()`` return partial and final ``StreamEvent``.
         ``options``: ``StreamOptions`` (endpoint, partial_interval, hotwords, blstm_left,
-        blstm_right, cmvn_causal, cmvn_prior). RecognizerError for an unknown or bad option."""
+        blstm_right, cmvn_causal, cmvn_prior). A transducer folder streams its encoder
+        through the same model streams into its resumable greedy or modified beam search
+        (``asrkit.decoders.online.OnlineTransducerDecoder``; hotwords need the beam search).
+        RecognizerError for an unknown or bad option."""
         from asrkit.recognizer.stream import RecognizerStream, StreamOptions
 
         self.check_can_transcribe()
-        if self.transducer is not None:
-            raise RecognizerError(f"{self.folder.path}: streaming is not supported with a "
-                                  "transducer model yet")
         known = [f.name for f in dataclasses.fields(StreamOptions)]
         unknown = [k for k in options if k not in known]
         if unknown:

@@ -12,10 +12,12 @@ A chunk goes through the Recognizer's steps, each kept online: resampling to the
 and Kaldi features (``asrkit.features.online``: equal to the offline ones), the model's CMVN
 (online; ``utterance``/``speaker`` approximated by a running mean, see ``OnlineCmvn``), the
 model (``model_stream``: exact for unidirectional networks, windows for a BLSTM) and the TLG
-search (``OnlineGraphDecoder``), which gives partial results and ends a *segment* (an utterance
-within the stream) at an endpoint (Kaldi's rules, ``EndpointConfig``): its final result (with
-n-best confidences) is sent and the search starts the next segment. ``finish`` flushes every
-step and sends the last segment's final result.
+search (``OnlineGraphDecoder``; a transducer folder: its encoder through the same model stream
+and its greedy or modified beam search, ``OnlineTransducerDecoder``, on the encoder frames),
+which gives partial results and ends a *segment* (an utterance within the stream) at an
+endpoint (Kaldi's rules, ``EndpointConfig``): its final result (with n-best confidences) is
+sent and the search starts the next segment. ``finish`` flushes every step and sends the last
+segment's final result.
 
 Times are seconds from the start of the stream. A partial event is sent when the best path's
 words changed and ``partial_interval`` seconds of audio have passed since the last one; its
@@ -72,7 +74,8 @@ class StreamOptions:
     hotwords: hotword phrases (a file path, or a list of ``"phrase :boost"`` lines or
         ``Hotword``); None: the Recognizer's.
     blstm_left, blstm_right: seconds of past and future context of the windows a BLSTM model
-        is re-run over (``WindowedStream``; the right context is latency).
+        (any whole-utterance network, a transducer's encoder too) is re-run over
+        (``WindowedStream``; the right context is latency).
     cmvn_causal: ``sliding`` CMVN without waiting at the start (Kaldi's online CMN).
     cmvn_prior: ``utterance``/``speaker`` CMVN: seconds normalised with their own statistics
         before the running mean takes over.
@@ -145,8 +148,18 @@ class RecognizerStream:
         shift = recognizer.frame_shift
         self.model = model_stream(folder.model, left=int(round(options.blstm_left / shift)),
                                   right=int(round(options.blstm_right / shift)))
-        self.decoder = OnlineGraphDecoder(folder.graph, recognizer.options,
-                                          folder.model.blank, context)
+        self.search_name = "log-probabilities"
+        if recognizer.transducer is not None:
+            from asrkit.decoders.online import OnlineTransducerDecoder
+
+            search = recognizer.transducer
+            nbest = search.options.nbest if search.options.method == "beam" else 1
+            self.decoder = OnlineTransducerDecoder(
+                lambda start: search.new_search(context, start), shift, nbest)
+            self.search_name = "encoder output"
+        else:
+            self.decoder = OnlineGraphDecoder(folder.graph, recognizer.options,
+                                              folder.model.blank, context)
         self.frame_shift = shift
         self.sample_rate = None        # the rate of the input, from the first chunk
         self.resampler = None
@@ -226,7 +239,7 @@ class RecognizerStream:
         events = []
         if logp is not None and len(logp):
             if not np.all(np.isfinite(logp)):
-                raise RecognizerError("the model gave NaN or infinite log-probabilities")
+                raise RecognizerError(f"the model gave NaN or infinite {self.search_name}")
             self.decoder.accept(logp)
             self.frames += len(logp)
             rule = self.decoder.endpoint(self.options.endpoint)

@@ -89,18 +89,7 @@ class TransducerSearch:
         from asrkit.io.tokens import SEPARATORS
 
         self.delimiter = next((s for s in SEPARATORS if s in model.tokens), "|")
-        self.context = None
-        if hotwords:
-            from asrkit.decoders.context_graph import ContextGraph, token_phrases
-
-            if options.method != "beam":
-                raise RecognizerError("hotwords need method = 'beam' (the modified beam search "
-                                      f"carries them), not {options.method!r}")
-            try:
-                self.context = ContextGraph(token_phrases(list(hotwords), model.tokens,
-                                                          self.unit, self.delimiter))
-            except ValueError as e:
-                raise RecognizerError(str(e)) from None
+        self.context = self.make_context(hotwords)
         self.lm = None
         if options.lm:
             from asrkit.lm import NgramLM
@@ -110,20 +99,47 @@ class TransducerSearch:
             except (OSError, ValueError) as e:
                 raise RecognizerError(f"{options.lm}: cannot load the LM: {e}") from None
 
+    def make_context(self, hotwords):
+        """The hotword ``ContextGraph`` over the model's tokens of ``hotwords`` (``Hotword``
+        list; each word spelled as the model spells it), or None without hotwords.
+        RecognizerError for greedy search or a word the tokens cannot spell."""
+        if not hotwords:
+            return None
+        from asrkit.decoders.context_graph import ContextGraph, token_phrases
+
+        if self.options.method != "beam":
+            raise RecognizerError("hotwords need method = 'beam' (the modified beam search "
+                                  f"carries them), not {self.options.method!r}")
+        try:
+            return ContextGraph(token_phrases(list(hotwords), self.model.tokens, self.unit,
+                                              self.delimiter))
+        except ValueError as e:
+            raise RecognizerError(str(e)) from None
+
+    def new_search(self, context=None, start=None):
+        """A fresh resumable search of the options (``asrkit.decoders.transducer``'s
+        ``TransducerGreedySearch`` or ``TransducerBeamSearch``, with the LM and ``context``,
+        a hotword ``ContextGraph`` from ``make_context``; ``start``: the prediction network's
+        ``(state, out)`` to begin from, an earlier search's ``predictor_state()``):
+        ``advance(enc [n, H])``, ``best()``, ``finish(nbest)``."""
+        from asrkit.decoders.transducer import TransducerBeamSearch, TransducerGreedySearch
+
+        o, m = self.options, self.model
+        if o.method == "greedy":
+            return TransducerGreedySearch(self.predictor, self.weight, self.bias, m.blank,
+                                          o.max_symbols, m.tokens, self.unit, self.delimiter,
+                                          start=start)
+        return TransducerBeamSearch(self.predictor, self.weight, self.bias, m.blank, o.beam,
+                                    m.tokens, self.unit, self.delimiter, lm=self.lm,
+                                    lm_weight=o.lm_weight, word_bonus=o.word_bonus,
+                                    context=context, start=start)
+
     def nbest(self, enc: np.ndarray):
         """The search's hypotheses (``asrkit.decoders.transducer.TransducerHypothesis``), best
         first, over one chunk's encoder output ``enc`` float32 ``[T', H]``."""
-        from asrkit.decoders.transducer import transducer_beam_search, transducer_greedy
-
-        o, tokens = self.options, self.model.tokens
-        if o.method == "greedy":
-            return [transducer_greedy(enc, self.predictor, self.weight, self.bias,
-                                      self.model.blank, o.max_symbols, tokens, self.unit,
-                                      self.delimiter)]
-        return transducer_beam_search(enc, self.predictor, self.weight, self.bias,
-                                      self.model.blank, o.beam, o.nbest, tokens, self.unit,
-                                      self.delimiter, lm=self.lm, lm_weight=o.lm_weight,
-                                      word_bonus=o.word_bonus, context=self.context)
+        search = self.new_search(self.context)
+        search.advance(enc)
+        return search.finish(self.options.nbest)
 
     def decode(self, enc: np.ndarray, start: float = 0.0):
         """``WordTiming`` list of the best hypothesis over ``enc`` ``[T', H]``."""

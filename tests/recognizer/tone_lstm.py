@@ -131,9 +131,11 @@ def _asrkit(*args, cwd):
     subprocess.run([sys.executable, "-m", "asrkit", *args], cwd=cwd, check=True)
 
 
-def build(work: str, out: str = FOLDER, seed: int = 0, config: str = TRAIN_CONFIG) -> str:
+def build(work: str, out: str = FOLDER, seed: int = 0, config: str = TRAIN_CONFIG,
+          graph: bool = True) -> str:
     """Synthesise the corpus in ``work``, train the network of ``config`` (a training config
-    with the reader above), and package the model folder ``out``."""
+    with the reader above), and package the model folder ``out`` (with a decoding graph unless
+    ``graph`` is false: a transducer needs none)."""
     rng = np.random.default_rng(seed)
     os.makedirs(work, exist_ok=True)
     for part, n in (("train", 400), ("dev", 40), ("test", 60)):
@@ -152,6 +154,10 @@ def build(work: str, out: str = FOLDER, seed: int = 0, config: str = TRAIN_CONFI
                 f"fbank/{part}", cwd=work)
     _asrkit("train", "train.toml", "--data", "fbank/train", "--cv-data", "fbank/dev", "--out",
             "exp/model", cwd=work)
+    if not graph:
+        _asrkit("package", "--model", "exp/model/final.mdl", "--features", "fbank.toml",
+                "--out", os.path.abspath(out), cwd=work)
+        return out
     _asrkit("graph", "build", "--tokens", "tokens.txt", "--lexicon", "lexicon.txt",
             "--word-loop", "--out", "graph", cwd=work)
     _asrkit("decode", "--graph", "graph", "--model", "exp/model/final.mdl", "fbank/test",

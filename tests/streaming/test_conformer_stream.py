@@ -17,6 +17,7 @@ from asrkit.recognizer.model_stream import (
     subsampling_of,
 )
 from asrkit.recognizer.model_stream_conformer import ConformerChunks
+from tests.streaming.weights import random_state
 
 torch = pytest.importorskip("torch")
 tc = pytest.importorskip("tests.layers.test_conformer")
@@ -110,13 +111,7 @@ def test_defaults_are_the_whole_utterance_conformer():
 # -- the model stream against the whole utterance ------------------------------------------------
 def _model(net, input_dim=20, seed=0):
     model = Model(net, input_dim, ["<blk>", "a", "b", "c", "d"])
-    rng = np.random.default_rng(seed)
-    state = {k: rng.uniform(-0.5, 0.5, v.shape).astype(np.float32)
-             for k, v in model.state_dict().items()}
-    for k in state:
-        if k.endswith("running_var"):
-            state[k] = np.abs(state[k]) + 0.5
-    model.load_state_dict(state)
+    model.load_state_dict(random_state(model, seed))
     return model
 
 

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from asrkit.cli.main import main
-from asrkit.models import save
-from asrkit.recognizer import Recognizer, RecognizerError, package_model_folder
+from asrkit.recognizer import Recognizer, RecognizerError
 from asrkit.recognizer.hotwords import load_hotwords
 from tests.recognizer.tones import BINS, GAIN, LEVEL, TOKENS, recording, write_wav
 
@@ -47,15 +46,7 @@ def tone_transducer_model():
                                        "context_size": 1, "joiner_dim": K})
 
 
-@pytest.fixture(scope="module")
-def tone_transducer(tmp_path_factory):
-    root = tmp_path_factory.mktemp("rnnt_tones")
-    save(str(root / "final.mdl"), tone_transducer_model())
-    conf = root / "fbank.toml"
-    conf.write_text(FBANK)
-    folder = str(root / "final")
-    package_model_folder(folder, str(root / "final.mdl"), str(conf))
-    return folder, root
+# the fixture tone_transducer, (folder, its parent), is in conftest.py
 
 
 @pytest.mark.parametrize("method", ["beam", "greedy"])
@@ -90,8 +81,8 @@ def test_transducer_options_are_checked(tone_transducer):
         Recognizer.from_dir(folder, method="viterbi")
     with pytest.raises(RecognizerError, match="cannot load the LM"):
         Recognizer.from_dir(folder, lm=str(folder) + "/missing.arpa")
-    with pytest.raises(RecognizerError, match="streaming is not supported"):
-        Recognizer.from_dir(folder).stream()
+    with pytest.raises(RecognizerError, match="window: unknown stream option"):
+        Recognizer.from_dir(folder).stream(window=3)
 
 
 def test_hotwords_bias_a_transducer_folders_beam_search(tone_transducer, tmp_path, capsys):
