@@ -2,19 +2,12 @@
 
 As CNTK's Trainer: the criterion is per sample (CTC cost per sequence ``[B]``, cross-entropy per
 frame ``[T, B]``) and is summed over the minibatch; the number of samples is the number of real
-entries, so per-sample learning rates and time constants mean what they say.
-``train_minibatch`` / ``test_minibatch`` are one step; :meth:`Trainer.train` is the epoch loop
-over a reader (a batch source: ``plan(epoch)`` -> the epoch's minibatches, ``load(item, epoch,
-i)`` -> a batch)::
-
-    start (resume or begin) -> per epoch: one train_step per minibatch of the plan (a log
-    record every log_every steps, a checkpoint every checkpoint_every, stop at max_steps)
-    -> evaluate (CV) -> newbob (schedule.epoch_end) -> end_epoch -> checkpoint -> ... -> finish
-
-The acoustic training (``asrkit.training.Trainer``: MPI, device learner, train_log.jsonl,
-checkpoint folders) and the LSTM LM's (``asrkit.nnlm.training``: best-model restore, one state
-file) are configurations of it: they override the hooks ``feeds``, ``train_step``,
-``steps_in``, ``evaluate``, ``start``, ``end_epoch``, ``save_checkpoint`` and ``finish``.
+entries, so per-sample learning rates and time constants mean what they say. The epoch loop
+(:meth:`Trainer.train`) runs over a reader (``plan(epoch)`` -> the epoch's minibatches,
+``load(item, epoch, i)`` -> a batch): start (resume) -> per epoch: train_step per minibatch (log
+records, checkpoints, max_steps) -> evaluate (CV) -> newbob -> end_epoch -> checkpoint -> finish.
+The acoustic ``asrkit.training.Trainer`` and the LSTM LM's ``asrkit.nnlm.training.LmTrainer``
+are configurations of it: they override those hooks.
 """
 
 from __future__ import annotations
@@ -42,9 +35,8 @@ class Trainer:
 
     criterion: per-sample loss node (or a scalar); metric: optional node evaluated alongside
     (e.g. frame error). ``recompute=True`` trades compute for memory in the backward pass.
-    The epoch loop's settings: reader (the batch source), cv_reader (anything; None: no CV),
-    epochs, log (a function taking a message line), log_path (JSON lines of train/cv records;
-    None: none), log_every / checkpoint_every / max_steps (steps; 0: off).
+    The loop's: reader, cv_reader (None: no CV), epochs, log (takes a message line), log_path
+    (JSON lines of train records; None: none), log_every / checkpoint_every / max_steps (0: off).
     """
 
     def __init__(self, criterion, learners, metric=None, recompute: bool = False,
@@ -108,36 +100,31 @@ class Trainer:
             out["metric"] = float(np.sum(m))
         return out
 
-    # -- the hooks of a configuration ---------------------------------------------------------
-    def feeds(self, batch) -> dict:
-        """The graph feeds of a reader's batch (default: the batch is the feed dict)."""
-        return batch
-
+    # -- the hooks of a configuration (defaults: one process, no CV, no checkpoints) -------
     def train_step(self, batch) -> dict:
-        """One step on ``batch``: ``{"loss": summed criterion, "frames": samples}``."""
-        r = self.train_minibatch(self.feeds(batch))
+        """One step on a batch (here the feed dict): ``{"loss": summed, "frames": samples}``."""
+        r = self.train_minibatch(batch)
         return {"loss": r["loss"], "frames": r["samples"]}
 
     def steps_in(self, plan) -> int:
-        """Steps of an epoch with minibatches ``plan`` (data parallelism: the most of any rank)."""
+        """Steps of an epoch (data parallelism: the most of any rank's plan)."""
         return len(plan)
 
     def evaluate(self) -> dict:
-        """CV of ``cv_reader``: ``{"loss": per sample, ...}`` (newbob's input)."""
+        """The CV of ``cv_reader``: ``{"loss": per sample, ...}`` (newbob's input)."""
         raise NotImplementedError
 
     def start(self, resume: bool) -> None:
         """Before the first epoch: restore the state (``resume``) or begin afresh."""
 
     def end_epoch(self, cv: dict | None, keep: bool, lowered: bool) -> None:
-        """After the epoch's CV and newbob (``keep``: go on; ``lowered``: the rate was lowered),
-        before ``epoch`` counts it and the checkpoint."""
+        """After CV and newbob (``keep``: go on; ``lowered``: a lower rate), before the count."""
 
     def save_checkpoint(self):
-        """Write the state a resumed run needs (default: nothing)."""
+        """Write the state a resumed run needs."""
 
     def finish(self, stopped: bool):
-        """The return value of :meth:`train` (``stopped``: by max_steps, resumable)."""
+        """The value of :meth:`train` (``stopped``: by max_steps, resumable)."""
 
     # -- the loop ---------------------------------------------------------------------------
     def _record(self, record: dict) -> None:

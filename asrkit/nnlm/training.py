@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from asrkit.learners import SGD, Adam, NewBob, Trainer
+from asrkit.learners import LearnerConfig, Trainer, build_learner
 from asrkit.nnlm.model import ModelFileError, read_model_file, write_model_file
 
 
@@ -167,13 +167,6 @@ def _split_valid(sentences, fraction, seed):
     return train, valid
 
 
-def _learner(params, opts: TrainOptions, schedule):
-    clip = opts.clip_norm or None
-    if opts.optimizer == "adam":
-        return Adam(params, schedule, weight_decay=opts.weight_decay, clip_norm=clip)
-    return SGD(params, schedule, momentum=opts.momentum, l2=opts.weight_decay, clip_norm=clip)
-
-
 def _copy_values(lm) -> dict[str, np.ndarray]:
     return {k: v.copy() for k, v in lm.network.values().items()}
 
@@ -182,41 +175,39 @@ OPTIMIZER = "optimizer/"  # array name prefix of the learner's slots in a traini
 STATE_VERSION = 2  # 1: asrkit before one learner stack (slots per parameter, the old newbob)
 
 
-class _Sentences:
-    """The batch source: each epoch's bucketed minibatches (from the seeded batching RNG) of id
-    sentences, as the network's feeds."""
+class LmTrainer(Trainer):
+    """The LSTM LM's configuration of the epoch loop (see the module docstring), its own batch
+    source: each epoch's bucketed minibatches (from the seeded batching RNG) of the id sentences
+    ``train_ids`` as feeds. CV is the mean ``-ln p`` per token of ``valid_ids``; a rejected
+    epoch's parameters are replaced by the best ones; accepted epochs rewrite ``output``; every
+    epoch rewrites the ``checkpoint`` state."""
 
-    def __init__(self, net, vocabulary, ids: list[np.ndarray], opts: TrainOptions):
-        self.net, self.voc, self.ids, self.opts = net, vocabulary, ids, opts
-        self.lengths = np.array([len(s) + 1 for s in ids])
-        self.rng = np.random.default_rng(opts.seed)
+    def __init__(self, lm, train_ids, valid_ids, opts: TrainOptions, output=None,
+                 checkpoint=None, log=None):
+        net = lm.network
+        c = LearnerConfig("adamw" if opts.optimizer == "adam" else "sgd", opts.learning_rate,
+                          opts.momentum, l2=opts.weight_decay, clip_norm=opts.clip_norm,
+                          newbob=True, newbob_factor=opts.lr_decay,
+                          newbob_threshold=opts.start_halving,
+                          newbob_stop_threshold=opts.stop_threshold,
+                          newbob_min_epochs=opts.min_epochs)
+        learner = build_learner(c, [p for p in net.parameters.values() if p.trainable],
+                                max_epochs=opts.epochs + 1)
+        super().__init__(net.cost, learner, device=opts.device, cv_reader=valid_ids,
+                         epochs=opts.epochs, log=log)
+        lm.device = opts.device
+        self.reader, self.lm, self.output, self.checkpoint = self, lm, output, checkpoint
+        self.ids, self.opts, self.rng = train_ids, opts, np.random.default_rng(opts.seed)
+        self.lengths = np.array([len(s) + 1 for s in train_ids])
+        self.best, self.epoch_lr = {}, 0.0
 
     def plan(self, epoch: int) -> list[np.ndarray]:
         return bucket_batches(self.lengths, self.opts.batch_size, self.opts.max_tokens, self.rng)
 
     def load(self, idx, epoch: int, i: int) -> dict:
-        words, targets, lens = make_feeds([self.ids[k] for k in idx], self.voc.bos_id,
-                                          self.voc.eos_id)
-        return {self.net.words: (words, lens), self.net.targets: (targets, lens)}
-
-
-class LmTrainer(Trainer):
-    """The LSTM LM's configuration of the epoch loop (see the module docstring): CV is the mean
-    ``-ln p`` per token of ``valid_ids``; a rejected epoch's parameters are replaced by the best
-    ones; accepted epochs rewrite ``output``; every epoch rewrites the ``checkpoint`` state."""
-
-    def __init__(self, lm, train_ids, valid_ids, opts: TrainOptions, output=None,
-                 checkpoint=None, log=None):
-        net = lm.network
-        params = [p for p in net.parameters.values() if p.trainable]
-        schedule = NewBob(opts.learning_rate, opts.lr_decay, opts.start_halving,
-                          opts.stop_threshold, opts.min_epochs, max_epochs=opts.epochs + 1)
-        super().__init__(net.cost, _learner(params, opts, schedule), device=opts.device,
-                         reader=_Sentences(net, lm.vocabulary, train_ids, opts),
-                         cv_reader=valid_ids, epochs=opts.epochs, log=log)
-        lm.device = opts.device
-        self.lm, self.output, self.checkpoint = lm, output, checkpoint
-        self.best, self.epoch_lr = {}, 0.0
+        voc, net = self.lm.vocabulary, self.lm.network
+        words, targets, lens = make_feeds([self.ids[k] for k in idx], voc.bos_id, voc.eos_id)
+        return {net.words: (words, lens), net.targets: (targets, lens)}
 
     def start(self, resume: bool) -> None:
         lm, path = self.lm, self.checkpoint
@@ -228,8 +219,8 @@ class LmTrainer(Trainer):
         else:
             loss0 = cv_loss(lm, self.cv_reader)
             self.learner.schedule.epoch_end(loss0)  # the untrained model's CV: the baseline
-            self._log(f"epoch 0: valid ppl {_ppl(loss0):.5g} ({len(self.reader.ids)} training "
-                      f"sentences, {int(self.reader.lengths.sum())} tokens; "
+            self._log(f"epoch 0: valid ppl {_ppl(loss0):.5g} ({len(self.ids)} training "
+                      f"sentences, {int(self.lengths.sum())} tokens; "
                       f"{len(self.cv_reader)} validation sentences)")
         self.best = _copy_values(lm)
 
@@ -281,7 +272,7 @@ class LmTrainer(Trainer):
                                "step": state["step"], "samples": state["samples"],
                                "schedule": state["schedule"], "scalars": state["scalars"],
                                "parameters": [p.name for p in learner.parameters],
-                               "rng": self.reader.rng.bit_generator.state,
+                               "rng": self.rng.bit_generator.state,
                                "minibatches": self.step}}
         write_model_file(self.checkpoint, header, arrays)
 
@@ -312,7 +303,7 @@ class LmTrainer(Trainer):
         learner.load_state_dict({"step": t["step"], "samples": t["samples"],
                                  "schedule": t["schedule"], "slots": slots,
                                  "scalars": t.get("scalars", {})})
-        self.reader.rng.bit_generator.state = t["rng"]
+        self.rng.bit_generator.state = t["rng"]
         self.step = int(t["minibatches"])
         lm.history[:] = list(header.get("history", []))
         return int(t["epoch"])

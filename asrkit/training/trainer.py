@@ -168,7 +168,7 @@ class Trainer(EpochLoop):
             print(message, file=sys.stderr, flush=True)
 
     # -- one step -------------------------------------------------------------------------
-    def feeds(self, batch: Batch) -> dict:
+    def _feeds(self, batch: Batch) -> dict:
         return {self.model.feats: (batch.feats, batch.lengths),
                 self.labels: (np.ascontiguousarray(batch.targets.T), batch.target_lengths)}
 
@@ -194,12 +194,12 @@ class Trainer(EpochLoop):
         seed = _seed(self.config.train.seed, self.step, self.comm.rank)
         device = self.config.train.device
         if self.device_learner is None:
-            values, grads = forward_backward(self.root, nodes, self.feeds(batch), train=True,
+            values, grads = forward_backward(self.root, nodes, self._feeds(batch), train=True,
                                              seed=seed, device=device)
             return float(np.asarray(values[0])), [grads[p] for p in nodes]
         # forward_backward would bring the gradients to the host: run the plan directly
         ex = Executor(get_plan([self.root], wrt=nodes, root=self.root), device)
-        res = ex.run(self.feeds(batch), train=True, seed=seed, params=self._graph_params())
+        res = ex.run(self._feeds(batch), train=True, seed=seed, params=self._graph_params())
         loss = float(np.asarray(ex.backend.to_host(res.outputs[0])))
         return loss, [res.grads[p] for p in nodes]
 
@@ -276,7 +276,7 @@ class Trainer(EpochLoop):
             batch = reader.load(utts, 0, i)
             if batch.size == 0:
                 continue
-            costs, errs = evaluate([self.costs, self.errors], self.feeds(batch),
+            costs, errs = evaluate([self.costs, self.errors], self._feeds(batch),
                                    device=self.config.train.device, params=self._graph_params())
             costs, errs = (np.asarray(getattr(v, "data", v), np.float64) for v in (costs, errs))
             sums += [costs[np.isfinite(costs)].sum(), batch.frames, errs.sum(),
