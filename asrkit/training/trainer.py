@@ -1,4 +1,5 @@
-"""The Trainer: epochs over the reader, CV each epoch, logs, checkpoints, exact resume, MPI.
+"""The Trainer: epochs over the reader, CV each epoch, logs, checkpoints, exact resume, MPI:
+the acoustic configuration of ``asrkit.learners.Trainer``, the one epoch loop.
 
 One step (every rank alike)::
 
