@@ -176,11 +176,8 @@ STATE_VERSION = 2  # 1: asrkit before one learner stack (slots per parameter, th
 
 
 class LmTrainer(Trainer):
-    """The LSTM LM's configuration of the epoch loop (see the module docstring), its own batch
-    source: each epoch's bucketed minibatches (from the seeded batching RNG) of the id sentences
-    ``train_ids`` as feeds. CV is the mean ``-ln p`` per token of ``valid_ids``; a rejected
-    epoch's parameters are replaced by the best ones; accepted epochs rewrite ``output``; every
-    epoch rewrites the ``checkpoint`` state."""
+    """The LSTM LM's configuration of the epoch loop (the procedure of the module docstring),
+    its own batch source (``plan``, ``load``) over the id sentences ``train_ids``."""
 
     def __init__(self, lm, train_ids, valid_ids, opts: TrainOptions, output=None,
                  checkpoint=None, log=None):
@@ -294,15 +291,13 @@ class LmTrainer(Trainer):
                                  "differs from this run's")
         if t["parameters"] != [p.name for p in learner.parameters]:
             raise ModelFileError(f"{path}: the checkpoint's optimizer covers other parameters")
-        try:
-            slots = learner.slots_from(arrays, OPTIMIZER)
+        try:  # t: step, samples, schedule, scalars (and more) of learner.state_dict
+            state = t | {"slots": learner.slots_from(arrays, OPTIMIZER)}
         except KeyError as e:
             raise ModelFileError(f"{path}: learner slot {e} is missing (another optimizer?)") \
                 from None
         lm.load_values({k: v for k, v in arrays.items() if not k.startswith(OPTIMIZER)})
-        learner.load_state_dict({"step": t["step"], "samples": t["samples"],
-                                 "schedule": t["schedule"], "slots": slots,
-                                 "scalars": t.get("scalars", {})})
+        learner.load_state_dict(state)
         self.rng.bit_generator.state = t["rng"]
         self.step = int(t["minibatches"])
         lm.history[:] = list(header.get("history", []))
