@@ -16,6 +16,7 @@ quantisation error at the same traffic for 2 ranks.) Gradients smaller than ``mi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numba
@@ -24,11 +25,18 @@ import numpy as np
 from asrkit.distributed.communicator import Communicator
 
 
+def matrix_shape(shape: tuple[int, ...]) -> tuple[int, int]:
+    """The ``[rows, cols]`` a gradient of ``shape`` is quantised as: columns are the last axis;
+    a vector (or a scalar) is one column."""
+    if len(shape) <= 1:
+        return math.prod(shape), 1
+    return math.prod(shape[:-1]), shape[-1]
+
+
 def as_matrix(g: np.ndarray) -> np.ndarray:
-    """View a gradient as ``[rows, cols]``: columns are the last axis; a vector is one column."""
-    if g.ndim <= 1:
-        return g.reshape(-1, 1)
-    return g.reshape(-1, g.shape[-1])
+    """View a gradient as ``[rows, cols]`` (see :func:`matrix_shape`); a view, not a copy, when
+    ``g`` is C-contiguous."""
+    return g.reshape(matrix_shape(g.shape))
 
 
 @numba.njit(cache=True)
@@ -105,8 +113,10 @@ def dequantize(packed: np.ndarray, pos: np.ndarray, neg: np.ndarray,
 class OneBitAggregator:
     """Averages gradients over ranks with 1-bit quantisation and per-rank error feedback.
 
-    Keeps one residual per gradient (the state that must be checkpointed to resume exactly).
-    ``bytes_per_step`` is what the last ``aggregate_`` sent from this rank.
+    Keeps one residual per gradient, in the gradient's own shape (the state that must be
+    checkpointed to resume exactly: ``state_dict`` gives arrays shaped like the parameters);
+    quantisation works on its ``[rows, cols]`` view. ``bytes_per_step`` is what the last
+    ``aggregate_`` sent from this rank.
     """
 
     def __init__(self, comm: Communicator, min_size: int = 256):
@@ -116,12 +126,14 @@ class OneBitAggregator:
         self.bytes_per_step = 0
 
     def state_dict(self) -> dict:
-        """The residuals, for checkpoints."""
+        """The residuals (each shaped like its gradient), for checkpoints."""
         return {"residuals": [r.copy() for r in self.residuals or []]}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore residuals saved by ``state_dict``."""
-        self.residuals = [np.array(r, np.float32) for r in state["residuals"]] or None
+        """Restore residuals saved by ``state_dict`` (checked against the gradients' shapes at
+        the next ``aggregate_``)."""
+        # C order: the residual is updated in place through its [rows, cols] view
+        self.residuals = [np.array(r, np.float32, order="C") for r in state["residuals"]] or None
 
     def aggregate_(self, grads: Sequence[np.ndarray]) -> None:
         """Replace each float32 gradient in ``grads`` by the average over ranks, in place.
@@ -130,7 +142,10 @@ class OneBitAggregator:
         one per tensor), and each rank's bits are decoded straight into the sum.
         """
         if self.residuals is None:
-            self.residuals = [np.zeros(as_matrix(g).shape, np.float32) for g in grads]
+            self.residuals = [np.zeros(g.shape, np.float32) for g in grads]
+        elif [r.shape for r in self.residuals] != [g.shape for g in grads]:
+            raise ValueError(f"1-bit residuals of shapes {[r.shape for r in self.residuals]} "
+                             f"do not match the gradients' {[g.shape for g in grads]}")
         before = self.comm.bytes_sent
         small = [g for g in grads if g.size < self.min_size]
         if small:
@@ -139,7 +154,7 @@ class OneBitAggregator:
         parts, layout, offset = [], [], 0
         for g, res in large:
             m = as_matrix(g)
-            packed, pos, neg = quantize(m.astype(np.float32, copy=False), res)
+            packed, pos, neg = quantize(m.astype(np.float32, copy=False), as_matrix(res))
             parts += [packed, pos.view(np.uint8), neg.view(np.uint8)]
             layout.append((m, offset, packed.size, m.shape[1]))
             offset += packed.size + 8 * m.shape[1]

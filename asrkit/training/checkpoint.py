@@ -6,8 +6,10 @@ counters, the learner's counters and scalars (``optimizer_count``, ``optimizer_s
 ``optimizer_scalars``), and whose arrays are the parameters (``param/<name>``), the learner's
 slots by parameter name (``opt/<slot>/<name>``, e.g. ``opt/m/lstm.W``; ``opt@<rank>/<slot>/..``
 per rank under BMUF), block-momentum state (``bmuf/<what>/<i>``) and each rank's 1-bit residuals
-(``onebit/<rank>/<name>``). Files are ``OUT/checkpoints/ckpt-<step>.npz``; ``OUT/checkpoints/last``
-names the newest, and is replaced only after the checkpoint itself is complete.
+(``onebit/<rank>/<name>``, shaped like the parameter; older checkpoints hold them as the
+``[rows, cols]`` the exchange quantises, e.g. ``[32, 1]`` for a bias, and read into that shape).
+Files are ``OUT/checkpoints/ckpt-<step>.npz``; ``OUT/checkpoints/last`` names the newest, and is
+replaced only after the checkpoint itself is complete.
 
 Version 1 (asrkit before one learner stack: slots as ``opt/slots/<i>``, ``opt/slots2/<i>``)
 still reads, for its parameters (``asrkit model average``, ``[train] init`` after averaging);
@@ -31,6 +33,7 @@ import sys
 
 import numpy as np
 
+from asrkit.distributed.onebit import matrix_shape
 from asrkit.learners import LEARNER_CLASSES
 from asrkit.models import Archive, ArchiveError, check_model_header, non_finite, save_archive
 from asrkit.utils import atomic_write_text
@@ -162,7 +165,7 @@ def read_checkpoint(path: str) -> tuple[dict, dict[str, np.ndarray]]:
             want = _expected_shape(name, shapes)
             if want is None:
                 continue  # not something a checkpoint holds: never read
-            arrays[name] = archive.read(name, shape=want, kinds="f")
+            arrays[name] = _read_member(archive, name, want)
     missing = [n for n in shapes if f"param/{n}" not in arrays]
     if missing:
         raise ArchiveError(f"{path}: parameters missing: {', '.join(missing)}")
@@ -173,6 +176,15 @@ def read_checkpoint(path: str) -> tuple[dict, dict[str, np.ndarray]]:
     if bad:
         raise ArchiveError(f"{path}: arrays are not finite ({bad})")
     return header, arrays
+
+
+def _read_member(archive: Archive, name: str, want: tuple) -> np.ndarray:
+    """Member ``name`` of shape ``want``: a 1-bit residual in the ``[rows, cols]`` layout
+    asrkit saved them in before is read as that and reshaped (the same values, in order)."""
+    legacy = matrix_shape(want)
+    if name.startswith("onebit/") and legacy != tuple(want) and archive.shape(name) == legacy:
+        return archive.read(name, shape=legacy, kinds="f").reshape(want)
+    return archive.read(name, shape=want, kinds="f")
 
 
 def _check_header(header: dict, path: str) -> dict[str, tuple]:

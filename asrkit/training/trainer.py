@@ -375,8 +375,9 @@ class Trainer(EpochLoop):
                     every = self.comm.allgather(p)
                     for rank in range(self.comm.size):
                         arrays[f"local/{rank}/{i}"] = every[rank]
-        if self.onebit is not None and self.onebit.residuals is not None:
-            for name, r in zip(names, self.onebit.residuals):
+        if self.onebit is not None:
+            # each shaped like its parameter, as read_checkpoint checks them
+            for name, r in zip(names, self.onebit.state_dict()["residuals"]):
                 every = self.comm.allgather(r)
                 for rank in range(self.comm.size):
                     arrays[f"onebit/{rank}/{name}"] = every[rank]
@@ -431,10 +432,13 @@ class Trainer(EpochLoop):
             elif local:
                 self.bmuf.sync(self.params)
         if self.onebit is not None:
-            mine = [arrays[k] for k in (f"onebit/{self.comm.rank}/{p.name}"
-                                        for p in self.parameters) if k in arrays]
+            keys = [f"onebit/{rank}/{p.name}" for p in self.parameters]
+            mine = [arrays[k] for k in keys if k in arrays]
+            if mine and len(mine) < len(keys):
+                raise TrainingError(f"{path}: 1-bit residuals missing: " + ", ".join(
+                    k for k in keys if k not in arrays)[:200])
             if mine and header["ranks"] == self.comm.size:
-                self.onebit.residuals = [np.array(r, np.float32) for r in mine]
+                self.onebit.load_state_dict({"residuals": mine})
             elif mine:
                 self._log(f"{path}: written by {header['ranks']} ranks, resuming on "
                           f"{self.comm.size}: 1-bit residuals start from zero")

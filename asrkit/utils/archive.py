@@ -43,7 +43,8 @@ def save_archive(path: str | os.PathLike, header: dict, arrays: dict[str, np.nda
 
 class Archive:
     """An archive open for reading: ``header`` (the JSON dict), ``names`` (the arrays it holds)
-    and ``read(name, shape=None, kinds=...)`` (one checked array). A context manager."""
+    ``shape(name)`` (what one declares) and ``read(name, shape=None, kinds=...)`` (one checked
+    array). A context manager."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
@@ -77,6 +78,13 @@ class Archive:
 
     def __contains__(self, name: str) -> bool:
         return name != HEADER and name in self._npz
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The shape array ``name`` declares (its header, checked; no data is read)."""
+        try:
+            return self._npz.info(name)[0]
+        except NpzError as e:
+            raise ArchiveError(str(e)) from None
 
     def read(self, name: str, shape: tuple | None = None, kinds: str = "biufc") -> np.ndarray:
         """The array ``name``; ``shape`` and ``kinds`` (dtype kinds, e.g. ``"f"``) are checked

@@ -41,6 +41,16 @@ def test_error_feedback_delays_but_never_drops_gradient(rng):
     assert np.abs(agg.residuals[0]).max() < 10  # bounded, not growing with steps
 
 
+def test_residuals_are_shaped_like_the_gradients_and_checked_against_them(rng):
+    agg = OneBitAggregator(LocalCommunicator(), min_size=1)
+    grads = [rng.normal(size=s).astype(np.float32) for s in ((32,), (4, 8), (2, 3, 4))]
+    agg.aggregate_(grads)
+    assert [r.shape for r in agg.state_dict()["residuals"]] == [(32,), (4, 8), (2, 3, 4)]
+    agg.load_state_dict({"residuals": [np.zeros((32, 1), np.float32), *agg.residuals[1:]]})
+    with pytest.raises(ValueError, match=r"do not match the gradients' \[\(32,\)"):
+        agg.aggregate_(grads)
+
+
 def test_block_momentum_single_worker_without_momentum_is_local_training():
     params = [np.zeros(3, np.float32)]
     bm = BlockMomentum(LocalCommunicator(), params, block_size=3, block_momentum=0.0)

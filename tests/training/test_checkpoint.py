@@ -6,6 +6,8 @@ import os
 import numpy as np
 import pytest
 
+from asrkit.distributed import LocalCommunicator, OneBitAggregator
+from asrkit.distributed.onebit import as_matrix
 from asrkit.models import ArchiveError, Model
 from asrkit.training.checkpoint import (
     checkpoint_dir,
@@ -76,8 +78,10 @@ def test_a_damaged_newest_checkpoint_falls_back_with_a_warning(tmp_path):
     ({"opt/v/output.W": np.ones((3, 2), np.int64)}, "expected one of kinds 'f'"),
     ({"config": {"learner": {"type": "adam"}}, "optimizer_parameters": ["output.b"]},
      "learner slots missing: opt/m/output.b"),
+    ({"onebit/0/output.b": np.zeros((1, 2), np.float32)},
+     r"member 'onebit/0/output.b': shape \[1, 2\], expected \[2\]"),
 ], ids=["step", "ranks", "schedule", "model", "param-shape", "slot-shape", "slot-dtype",
-        "slot-missing"])
+        "slot-missing", "residual-shape"])
 def test_every_part_of_a_checkpoint_is_checked(tmp_path, change, match):
     out = str(tmp_path)
     good = _write(out, 1)
@@ -103,3 +107,34 @@ def test_a_bad_last_pointer_falls_back_to_the_newest_file(tmp_path, last):
     newest = _write(out, 2)
     (tmp_path / "checkpoints" / "last").write_bytes(last)
     assert latest_checkpoint(out, log=lambda m: None) == newest
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["now", "before-the-fix"])
+def test_one_bit_residuals_round_trip_and_the_resumed_exchange_continues_exactly(tmp_path,
+                                                                                  legacy):
+    """Residuals of a matrix and of bias vectors (``[3]``, once saved as ``[3, 1]``) read back
+    in their parameter's shape, and an aggregator restored from them quantises as the one
+    that was never stopped."""
+    rng = np.random.default_rng(0)
+    names = list(MODEL.params)
+    steps = [[rng.normal(size=p.shape).astype(np.float32) for p in MODEL.params.values()]
+             for _ in range(4)]
+    agg = OneBitAggregator(LocalCommunicator(), min_size=1)  # every tensor quantised
+    for grads in steps[:2]:
+        agg.aggregate_([g.copy() for g in grads])
+    saved = agg.state_dict()["residuals"]
+    assert [r.shape for r in saved] == [p.shape for p in MODEL.params.values()]
+    if legacy:  # the [rows, cols] layout asrkit wrote them in before
+        saved = [as_matrix(r) for r in saved]
+    path = _write(str(tmp_path), 2, changes={f"onebit/0/{k}": r for k, r in zip(names, saved)})
+    _, arrays = read_checkpoint(path)
+    resumed = OneBitAggregator(LocalCommunicator(), min_size=1)
+    resumed.load_state_dict({"residuals": [arrays[f"onebit/0/{k}"] for k in names]})
+    for grads in steps[2:]:
+        a, b = [g.copy() for g in grads], [g.copy() for g in grads]
+        agg.aggregate_(a)
+        resumed.aggregate_(b)
+        for k, x, y in zip(names, a, b):
+            np.testing.assert_array_equal(y, x, err_msg=k)
+    for k, x, y in zip(names, agg.residuals, resumed.residuals):
+        np.testing.assert_array_equal(y, x, err_msg=k)

@@ -71,18 +71,23 @@ def test_trains_from_a_toml_file_with_the_command(tmp_path, capsys):
     assert "[learner].lr: must be > 0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("learner", [
-    {"type": "sgd", "lr": 0.3, "momentum": 0.9, "warmup_steps": 3},
-    {"type": "fsadagrad", "lr": 0.05, "momentum_time_constant": 500.0, "warmup_steps": 3,
-     "variance_time_constant": 2000.0},
-], ids=["sgd", "fsadagrad"])
-def test_resume_after_a_stop_is_bit_identical(tmp_path, learner):
+SGD = {"type": "sgd", "lr": 0.3, "momentum": 0.9, "warmup_steps": 3}
+
+
+@pytest.mark.parametrize("learner, distributed", [
+    (SGD, {}),
+    ({"type": "fsadagrad", "lr": 0.05, "momentum_time_constant": 500.0, "warmup_steps": 3,
+      "variance_time_constant": 2000.0}, {}),
+    # one rank still quantises: the residuals (biases [32], matrices) go through the checkpoint
+    (SGD, {"mode": "1bit", "onebit_min_size": 16}),
+], ids=["sgd", "fsadagrad", "sgd-1bit"])
+def test_resume_after_a_stop_is_bit_identical(tmp_path, learner, distributed):
     data, tokens = synthetic_dir(str(tmp_path / "d"), num_utts=12)
     sections = dict(network={"layers": [{"type": "blstm", "hidden": 8, "num_layers": 2,
                                          "dropout": 0.2}]},
                     reader={"spec_augment": {"time_warp": 0, "freq_mask_width": 2,
                                              "time_mask_width": 3}},
-                    learner=learner,
+                    learner=learner, distributed=distributed,
                     train={"epochs": 3, "checkpoint_every": 2})
     full = str(tmp_path / "full")
     Trainer(_config(data, tokens, full, cv=data, **sections), log=lambda m: None).train()
