@@ -32,6 +32,9 @@ def add_arguments(parser) -> None:
                         help="default penalty for asrkit transcribe (e.g. tuned on dev)")
     parser.add_argument("--acoustic-scale", type=float, default=None,
                         help="default acoustic scale for asrkit transcribe")
+    parser.add_argument("--word-bonus", type=float, default=None,
+                        help="a transducer's default word bonus (nats per word, e.g. tuned on "
+                             "dev)")
     parser.add_argument("--out", required=True, help="model folder to write")
 
 
@@ -41,7 +44,8 @@ def run(args) -> int:
     from asrkit.recognizer import RecognizerError, package_model_folder
 
     decode = {k: v for k, v in (("word_insertion_penalty", args.word_insertion_penalty),
-                                ("acoustic_scale", args.acoustic_scale)) if v is not None}
+                                ("acoustic_scale", args.acoustic_scale),
+                                ("word_bonus", args.word_bonus)) if v is not None}
     try:
         manifest = package_model_folder(args.out, args.model, args.features, args.graph,
                                         args.lexicon, cmvn=args.cmvn, decode=decode)

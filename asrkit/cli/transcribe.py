@@ -65,6 +65,9 @@ def add_arguments(parser) -> None:
                       help="n-gram LM for shallow fusion (beam search)")
     rnnt.add_argument("--lm-weight", type=float, default=None,
                       help="weight of the fused LM (default 0.3)")
+    rnnt.add_argument("--word-bonus", type=float, default=None,
+                      help="beam search: nats added per word, against a transducer's deletions "
+                           "(default 0)")
     stream = parser.add_argument_group("streaming")
     stream.add_argument("--stream", action="store_true",
                         help="decode as the audio arrives; print partial and final results")
@@ -159,7 +162,8 @@ def run(args) -> int:
                                   word_insertion_penalty=args.word_insertion_penalty,
                                   nbest=args.nbest, hotwords=args.hotwords,
                                   method=args.method, max_symbols=args.max_symbols,
-                                  lm=args.lm, lm_weight=args.lm_weight)
+                                  lm=args.lm, lm_weight=args.lm_weight,
+                                  word_bonus=args.word_bonus)
         rec.check_can_transcribe()
         if args.stream:
             failed = _stream(rec, args)

@@ -15,6 +15,9 @@ The procedure (that of Kaldi nnet1's ``train_scheduler.sh`` with the RNNLM recip
    during the decay improves by less than ``stop_threshold``. An epoch that makes CV worse is
    rejected: the previous best parameters come back.
 4. Each accepted epoch writes the best model to ``output`` atomically (one file).
+
+The epochs are those of ``asrkit.learners.Trainer``, the one epoch loop; :class:`LmTrainer` is
+this training's configuration of it (the acoustic one is ``asrkit.training.Trainer``).
 """
 
 from __future__ import annotations
@@ -26,9 +29,8 @@ import time
 
 import numpy as np
 
-from asrkit.learners import SGD, Adam, NewBob, Trainer
+from asrkit.learners import LearnerConfig, Trainer, build_learner
 from asrkit.nnlm.model import ModelFileError, read_model_file, write_model_file
-from asrkit.utils import progress
 
 
 @dataclasses.dataclass
@@ -165,13 +167,6 @@ def _split_valid(sentences, fraction, seed):
     return train, valid
 
 
-def _learner(params, opts: TrainOptions, schedule):
-    clip = opts.clip_norm or None
-    if opts.optimizer == "adam":
-        return Adam(params, schedule, weight_decay=opts.weight_decay, clip_norm=clip)
-    return SGD(params, schedule, momentum=opts.momentum, l2=opts.weight_decay, clip_norm=clip)
-
-
 def _copy_values(lm) -> dict[str, np.ndarray]:
     return {k: v.copy() for k, v in lm.network.values().items()}
 
@@ -180,53 +175,133 @@ OPTIMIZER = "optimizer/"  # array name prefix of the learner's slots in a traini
 STATE_VERSION = 2  # 1: asrkit before one learner stack (slots per parameter, the old newbob)
 
 
-def save_training_state(path, lm, trainer, rng, epoch: int) -> None:
-    """Write everything a resumed run needs after ``epoch`` to ``path`` (atomically): the
-    model file's content plus the learner's state (slots as ``optimizer/<slot>/<name>``, counters,
-    scalars, newbob's state), the batching RNG and the minibatch counter (dropout seeds). The
-    file also loads as a model."""
-    learner = trainer.learners[0]
-    state = learner.state_dict()
-    arrays = dict(lm.network.values()) | learner.slot_arrays(OPTIMIZER)
-    header = {"config": lm.config.as_dict(), "vocab": lm.vocabulary.words,
-              "history": lm.history,
-              "training": {"version": STATE_VERSION, "epoch": epoch, "step": state["step"],
-                           "samples": state["samples"], "schedule": state["schedule"],
-                           "scalars": state["scalars"],
-                           "parameters": [p.name for p in learner.parameters],
-                           "rng": rng.bit_generator.state, "minibatches": trainer.minibatches}}
-    write_model_file(path, header, arrays)
+class LmTrainer(Trainer):
+    """The LSTM LM's configuration of the epoch loop (the procedure of the module docstring),
+    its own batch source (``plan``, ``load``) over the id sentences ``train_ids``."""
 
+    def __init__(self, lm, train_ids, valid_ids, opts: TrainOptions, output=None,
+                 checkpoint=None, log=None):
+        net = lm.network
+        c = LearnerConfig("adamw" if opts.optimizer == "adam" else "sgd", opts.learning_rate,
+                          opts.momentum, l2=opts.weight_decay, clip_norm=opts.clip_norm,
+                          newbob=True, newbob_factor=opts.lr_decay,
+                          newbob_threshold=opts.start_halving,
+                          newbob_stop_threshold=opts.stop_threshold,
+                          newbob_min_epochs=opts.min_epochs)
+        learner = build_learner(c, [p for p in net.parameters.values() if p.trainable],
+                                max_epochs=opts.epochs + 1)
+        super().__init__(net.cost, learner, device=opts.device, cv_reader=valid_ids,
+                         epochs=opts.epochs, log=log)
+        lm.device = opts.device
+        self.reader, self.lm, self.output, self.checkpoint = self, lm, output, checkpoint
+        self.ids, self.opts, self.rng = train_ids, opts, np.random.default_rng(opts.seed)
+        self.lengths = np.array([len(s) + 1 for s in train_ids])
+        self.best, self.epoch_lr = {}, 0.0
 
-def restore_training_state(path, lm, trainer, rng) -> int:
-    """Load :func:`save_training_state`'s file into ``lm``, the trainer's learner and ``rng``;
-    returns the epoch it was written after. The model must have the same config and
-    vocabulary."""
-    header, arrays = read_model_file(path)
-    t = header.get("training")
-    if t is None:
-        raise ModelFileError(f"{path}: a model file without training state; cannot resume")
-    if t.get("version") != STATE_VERSION:
-        raise ModelFileError(f"{path}: the training state of an older asrkit (before one learner "
-                             "stack); it cannot resume (the file still loads as a model)")
-    if header["config"] != lm.config.as_dict() or header["vocab"] != lm.vocabulary.words:
-        raise ModelFileError(f"{path}: the checkpoint's network config or vocabulary differs "
-                             "from this run's")
-    learner = trainer.learners[0]
-    if t["parameters"] != [p.name for p in learner.parameters]:
-        raise ModelFileError(f"{path}: the checkpoint's optimizer covers other parameters")
-    try:
-        slots = learner.slots_from(arrays, OPTIMIZER)
-    except KeyError as e:
-        raise ModelFileError(f"{path}: learner slot {e} is missing (another optimizer?)") from None
-    lm.load_values({k: v for k, v in arrays.items() if not k.startswith(OPTIMIZER)})
-    learner.load_state_dict({"step": t["step"], "samples": t["samples"],
-                             "schedule": t["schedule"], "slots": slots,
-                             "scalars": t.get("scalars", {})})
-    rng.bit_generator.state = t["rng"]
-    trainer.minibatches = int(t["minibatches"])
-    lm.history[:] = list(header.get("history", []))
-    return int(t["epoch"])
+    def plan(self, epoch: int) -> list[np.ndarray]:
+        return bucket_batches(self.lengths, self.opts.batch_size, self.opts.max_tokens, self.rng)
+
+    def load(self, idx, epoch: int, i: int) -> dict:
+        voc, net = self.lm.vocabulary, self.lm.network
+        words, targets, lens = make_feeds([self.ids[k] for k in idx], voc.bos_id, voc.eos_id)
+        return {net.words: (words, lens), net.targets: (targets, lens)}
+
+    def start(self, resume: bool) -> None:
+        lm, path = self.lm, self.checkpoint
+        if resume and path is not None and os.path.exists(path):
+            self.epoch = self._restore(path)
+            if lm.history and lm.history[-1].get("converged", False):
+                self.epochs = self.epoch  # newbob had stopped the run: nothing more to train
+            self._log(f"resuming from {path} after epoch {self.epoch}")
+        else:
+            loss0 = cv_loss(lm, self.cv_reader)
+            self.learner.schedule.epoch_end(loss0)  # the untrained model's CV: the baseline
+            self._log(f"epoch 0: valid ppl {_ppl(loss0):.5g} ({len(self.ids)} training "
+                      f"sentences, {int(self.lengths.sum())} tokens; "
+                      f"{len(self.cv_reader)} validation sentences)")
+        self.best = _copy_values(lm)
+
+    def evaluate(self) -> dict:
+        self.lm.parameters_changed()
+        self.epoch_lr = self.learner.schedule.lr  # the rate this epoch trained with
+        return {"loss": cv_loss(self.lm, self.cv_reader)}
+
+    def end_epoch(self, cv: dict | None, keep: bool, lowered: bool) -> None:
+        schedule, lm = self.learner.schedule, self.lm
+        accepted = not schedule.rejected
+        if accepted:
+            self.best = _copy_values(lm)
+        else:  # newbob rejects an epoch that made CV worse: back to the best parameters
+            lm.load_values(self.best)
+        entry = {"epoch": self.epoch + 1, "lr": self.epoch_lr,
+                 "train_ppl": _ppl(self.epoch_loss / max(self.epoch_frames, 1)),
+                 "valid_ppl": _ppl(cv["loss"]), "accepted": accepted,
+                 "seconds": round(time.perf_counter() - self.epoch_start, 3),
+                 "tokens": self.epoch_frames}
+        lm.history.append(entry)
+        self._log(f"epoch {entry['epoch']}: lr {entry['lr']:.3g} train ppl "
+                  f"{entry['train_ppl']:.5g} valid ppl {entry['valid_ppl']:.5g}"
+                  f"{'' if accepted else ' (rejected)'} [{entry['seconds']:.1f}s]")
+        # stopped by newbob itself, not by the epoch limit (which a resumed run may raise)
+        entry["converged"] = not keep and schedule.epochs < schedule.max_epochs
+        if accepted and self.output is not None:
+            lm.save(self.output)
+
+    def finish(self, stopped: bool) -> list[dict]:
+        self.lm.load_values(self.best)
+        if self.output is not None:
+            self.lm.save(self.output)  # the best parameters with the complete history
+        return self.lm.history
+
+    def save_checkpoint(self) -> None:
+        """Write everything a resumed run needs after this epoch to ``checkpoint``
+        (atomically): the model file's content plus the learner's state (slots as
+        ``optimizer/<slot>/<name>``, counters, scalars, newbob's state), the batching RNG and
+        the minibatch counter (dropout seeds). The file also loads as a model."""
+        if self.checkpoint is None:
+            return
+        lm, learner = self.lm, self.learner
+        state = learner.state_dict()
+        arrays = dict(lm.network.values()) | learner.slot_arrays(OPTIMIZER)
+        header = {"config": lm.config.as_dict(), "vocab": lm.vocabulary.words,
+                  "history": lm.history,
+                  "training": {"version": STATE_VERSION, "epoch": self.epoch,
+                               "step": state["step"], "samples": state["samples"],
+                               "schedule": state["schedule"], "scalars": state["scalars"],
+                               "parameters": [p.name for p in learner.parameters],
+                               "rng": self.rng.bit_generator.state,
+                               "minibatches": self.step}}
+        write_model_file(self.checkpoint, header, arrays)
+
+    def _restore(self, path) -> int:
+        """Load :meth:`save_checkpoint`'s file into the model, the learner and the batching RNG;
+        returns the epoch it was written after. The model must have the same config and
+        vocabulary."""
+        lm, learner = self.lm, self.learner
+        header, arrays = read_model_file(path)
+        t = header.get("training")
+        if t is None:
+            raise ModelFileError(f"{path}: a model file without training state; cannot resume")
+        if t.get("version") != STATE_VERSION:
+            raise ModelFileError(f"{path}: the training state of an older asrkit (before one "
+                                 "learner stack); it cannot resume (the file still loads as a "
+                                 "model)")
+        if header["config"] != lm.config.as_dict() or header["vocab"] != lm.vocabulary.words:
+            raise ModelFileError(f"{path}: the checkpoint's network config or vocabulary "
+                                 "differs from this run's")
+        if t["parameters"] != [p.name for p in learner.parameters]:
+            raise ModelFileError(f"{path}: the checkpoint's optimizer covers other parameters")
+        try:  # t: step, samples, schedule, scalars (and more) of learner.state_dict
+            state = t | {"slots": learner.slots_from(arrays, OPTIMIZER)}
+        except KeyError as e:
+            raise ModelFileError(f"{path}: learner slot {e} is missing (another optimizer?)") \
+                from None
+        lm.load_values({k: v for k, v in arrays.items() if not k.startswith(OPTIMIZER)})
+        learner.load_state_dict(state)
+        self.rng.bit_generator.state = t["rng"]
+        self.step = int(t["minibatches"])
+        lm.history[:] = list(header.get("history", []))
+        return int(t["epoch"])
 
 
 def fit(lm, sentences, valid=None, options: TrainOptions | None = None,
@@ -254,67 +329,5 @@ def fit(lm, sentences, valid=None, options: TrainOptions | None = None,
         if not valid_words:
             raise ValueError("the validation text has no sentences")
     voc = lm.vocabulary
-    train_ids = [voc.encode(w) for w in train]
-    valid_ids = [voc.encode(w) for w in valid_words]
-    lengths = np.array([len(s) + 1 for s in train_ids])
-    net = lm.network
-    params = [p for p in net.parameters.values() if p.trainable]
-    schedule = NewBob(opts.learning_rate, opts.lr_decay, opts.start_halving,
-                      opts.stop_threshold, opts.min_epochs, max_epochs=opts.epochs + 1)
-    trainer = Trainer(net.cost, _learner(params, opts, schedule), device=opts.device)
-    lm.device = opts.device
-    rng = np.random.default_rng(opts.seed)
-    say = log or (lambda msg: None)
-
-    first, converged = 1, False
-    if resume and checkpoint is not None and os.path.exists(checkpoint):
-        first = restore_training_state(checkpoint, lm, trainer, rng) + 1
-        converged = bool(lm.history) and lm.history[-1].get("converged", False)
-        say(f"resuming from {checkpoint} after epoch {first - 1}")
-    else:
-        loss0 = cv_loss(lm, valid_ids)
-        schedule.epoch_end(loss0)  # the untrained model's CV loss is newbob's baseline
-        say(f"epoch 0: valid ppl {_ppl(loss0):.5g} ({len(train_ids)} training sentences, "
-            f"{int(lengths.sum())} tokens; {len(valid_ids)} validation sentences)")
-    best = _copy_values(lm)
-    history = lm.history
-    for epoch in range(first, 0 if converged else opts.epochs + 1):
-        t0 = time.perf_counter()
-        lr = schedule.lr
-        total, tokens = 0.0, 0
-        batches = bucket_batches(lengths, opts.batch_size, opts.max_tokens, rng)
-        for idx in progress(batches, desc=f"epoch {epoch}", unit="batch"):
-            words, targets, lens = make_feeds([train_ids[k] for k in idx], voc.bos_id,
-                                              voc.eos_id)
-            r = trainer.train_minibatch({net.words: (words, lens), net.targets: (targets, lens)})
-            total += r["loss"]
-            tokens += r["samples"]
-        lm.parameters_changed()
-        loss = cv_loss(lm, valid_ids)
-        if not math.isfinite(loss):
-            loss = math.inf  # NaN compares false: make newbob reject the epoch
-        keep_going = schedule.epoch_end(loss)
-        accepted = not schedule.rejected
-        if accepted:
-            best = _copy_values(lm)
-        else:  # newbob rejects an epoch that made CV worse: back to the best parameters
-            lm.load_values(best)
-        entry = {"epoch": epoch, "lr": lr, "train_ppl": _ppl(total / max(tokens, 1)),
-                 "valid_ppl": _ppl(loss), "accepted": accepted,
-                 "seconds": round(time.perf_counter() - t0, 3), "tokens": tokens}
-        history.append(entry)
-        say(f"epoch {epoch}: lr {lr:.3g} train ppl {entry['train_ppl']:.5g} valid ppl "
-            f"{entry['valid_ppl']:.5g}{'' if accepted else ' (rejected)'} "
-            f"[{entry['seconds']:.1f}s]")
-        # stopped by newbob itself, not by the epoch limit (which a resumed run may raise)
-        entry["converged"] = not keep_going and schedule.epochs < schedule.max_epochs
-        if accepted and output is not None:
-            lm.save(output)
-        if checkpoint is not None:
-            save_training_state(checkpoint, lm, trainer, rng, epoch)
-        if not keep_going:
-            break
-    lm.load_values(best)
-    if output is not None:
-        lm.save(output)  # the best parameters with the complete history
-    return history
+    return LmTrainer(lm, [voc.encode(w) for w in train], [voc.encode(w) for w in valid_words],
+                     opts, output, checkpoint, log).train(resume)

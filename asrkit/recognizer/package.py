@@ -70,8 +70,8 @@ def package_model_folder(out: str, model_path: str, features_path: str,
     training; ``graph_dir``: from asrkit graph build (optional: alignment needs none);
     ``lexicon_path``: default the one the graph names; ``cmvn``/``norm_vars``: override the
     model's recorded normalisation; ``decode``: default search options (e.g. a word insertion
-    penalty tuned on dev), checked as ``Recognizer.from_dir``'s. Raises ModelFolderError
-    naming the file at fault.
+    penalty tuned on dev, a transducer's word bonus), checked as ``Recognizer.from_dir``'s.
+    Raises ModelFolderError naming the file at fault.
     """
     from asrkit.io import load_feature_config
     from asrkit.models import load
@@ -81,7 +81,12 @@ def package_model_folder(out: str, model_path: str, features_path: str,
     model = checked_load("model", model_path, load)  # fail early on a bad model
     fconf = checked_load("feature config", features_path, load_feature_config)
     decode = dict(decode or {})
-    search_options(decode)
+    if hasattr(model, "transducer"):
+        from asrkit.recognizer.transducer import transducer_options
+
+        transducer_options(decode)
+    else:
+        search_options(decode)
     reader = dict(model.header().get("reader") or {})
     if cmvn is not None:
         reader["cmvn"] = cmvn

@@ -375,10 +375,6 @@ class Reader:
     def __len__(self) -> int:
         return len(self.utts)
 
-    def total_frames(self) -> int:
-        """Input frames of this rank's shard."""
-        return sum(self.num_frames[u] for u in self.utts)
-
 
 def _non_finite(m: np.ndarray) -> str | None:
     """None when every value of ``m [T, D]`` is finite, else what is wrong and where."""

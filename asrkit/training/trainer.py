@@ -1,4 +1,5 @@
-"""The Trainer: epochs over the reader, CV each epoch, logs, checkpoints, exact resume, MPI.
+"""The Trainer: epochs over the reader, CV each epoch, logs, checkpoints, exact resume, MPI:
+the acoustic configuration of ``asrkit.learners.Trainer``, the one epoch loop.
 
 One step (every rank alike)::
 
@@ -36,16 +37,15 @@ import json
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
-from asrkit import ops
 from asrkit.config.acoustic_net import output_lengths
 from asrkit.distributed import BlockMomentum, Communicator, OneBitAggregator, get_communicator
 from asrkit.graph import Executor, evaluate, forward_backward, get_plan
 from asrkit.io.tokens import TokenTable
 from asrkit.learners import DeviceLearner, build_learner, clip_gradients
+from asrkit.learners.trainer import Trainer as EpochLoop
 from asrkit.models import Model, save
 from asrkit.training.checkpoint import (
     flatten,
@@ -57,7 +57,7 @@ from asrkit.training.checkpoint import (
 from asrkit.training.config import TrainConfig
 from asrkit.training.criteria import CriterionError, build_criterion, build_model
 from asrkit.training.reader import Batch, Reader
-from asrkit.utils import atomic_write_text, progress
+from asrkit.utils import atomic_write_text
 
 
 class TrainingError(RuntimeError):
@@ -125,8 +125,8 @@ def _encoder_parameters(path: str, src, target_shapes: dict) -> dict:
     return values
 
 
-class Trainer:
-    """Trains a Model on a TrainConfig.
+class Trainer(EpochLoop):
+    """Trains a Model on a TrainConfig: the acoustic configuration of the epoch loop.
 
     config: the parsed config; comm: a communicator (default ``get_communicator()``: MPI under
     mpiexec, else one local rank); model/reader/cv_reader: built from the config when None;
@@ -169,11 +169,16 @@ class Trainer:
         except CriterionError as e:
             raise TrainingError(str(e)) from e
         self.labels, self.costs, self.errors = criterion.labels, criterion.costs, criterion.errors
-        self.loss = ops.sum_all(self.costs)
         scale = {"none": 1.0, "linear": float(N), "sqrt": math.sqrt(N)}[dist.lr_scale]
-        self.learner = build_learner(config.learner, self.param_nodes, scale)
-        # the learner's (trainable) parameters: the gradients are taken and exchanged for these
-        self.train_nodes = self.learner.parameters
+        tc = config.train
+        # the learner's (trainable) parameters, self.parameters: the gradients are taken and
+        # exchanged for these
+        super().__init__(self.costs, build_learner(config.learner, self.param_nodes, scale),
+                         device=tc.device, reader=reader, cv_reader=cv_reader, epochs=tc.epochs,
+                         log=self._log, log_path=os.path.join(self.out_dir, "train_log.jsonl"),
+                         log_every=tc.log_every, checkpoint_every=tc.checkpoint_every,
+                         max_steps=tc.max_steps)
+        self.is_main = self.comm.is_main
         self.onebit = OneBitAggregator(self.comm, dist.onebit_min_size) \
             if dist.mode == "1bit" else None
         if N > 1 and dist.mode != "bmuf":  # BlockMomentum does this itself
@@ -185,16 +190,10 @@ class Trainer:
                                       None if dist.block_momentum < 0 else dist.block_momentum,
                                       dist.block_lr)
         self.device_learner = None
-        if config.train.device == "cuda" and N == 1 and dist.mode == "allreduce":
-            trained = {id(p) for p in self.train_nodes}
+        if tc.device == "cuda" and N == 1 and dist.mode == "allreduce":
+            trained = {id(p) for p in self.parameters}
             frozen = [p for p in self.param_nodes if id(p) not in trained]
             self.device_learner = DeviceLearner(self.learner, frozen)
-        self.step = 0
-        self.epoch = 0
-        self.batch_index = 0
-        self.skipped_steps = 0
-        self.bytes_sent = 0
-        self._window = {"loss": 0.0, "frames": 0, "time": 0.0, "steps": 0}
 
     def _build_model(self, blank: int):
         """The run's model, started from ``[train] init`` when it names a file: all of it, or
@@ -226,23 +225,7 @@ class Trainer:
         if self.comm.is_main:
             print(message, file=sys.stderr, flush=True)
 
-    @property
-    def log_path(self) -> str:
-        """``OUT/train_log.jsonl``."""
-        return os.path.join(self.out_dir, "train_log.jsonl")
-
-    def _record(self, record: dict) -> None:
-        if not self.comm.is_main:
-            return
-        os.makedirs(self.out_dir, exist_ok=True)
-        with open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-
     # -- one step -------------------------------------------------------------------------
-    def _lr(self) -> float:
-        """The scheduled rate of global step ``self.step`` (1-based; skipped steps count)."""
-        return self.learner.schedule(self.step - 1, self.learner.samples, self.epoch)
-
     def _feeds(self, batch: Batch) -> dict:
         return {self.model.feats: (batch.feats, batch.lengths),
                 self.labels: (np.ascontiguousarray(batch.targets.T), batch.target_lengths)}
@@ -263,17 +246,17 @@ class Trainer:
     def _local_gradients(self, batch: Batch) -> tuple[float, list]:
         """The loss and the summed gradients of this rank's ``batch``: host arrays, or device
         arrays when the update runs on the device (``batch`` must then be non-empty)."""
-        nodes = self.train_nodes
+        nodes = self.parameters
         if batch.size == 0:
             return 0.0, [np.zeros_like(p.value) for p in nodes]
         seed = _seed(self.config.train.seed, self.step, self.comm.rank)
         device = self.config.train.device
         if self.device_learner is None:
-            values, grads = forward_backward(self.loss, nodes, self._feeds(batch), train=True,
+            values, grads = forward_backward(self.root, nodes, self._feeds(batch), train=True,
                                              seed=seed, device=device)
             return float(np.asarray(values[0])), [grads[p] for p in nodes]
         # forward_backward would bring the gradients to the host: run the plan directly
-        ex = Executor(get_plan([self.loss], wrt=nodes, root=self.loss), device)
+        ex = Executor(get_plan([self.root], wrt=nodes, root=self.root), device)
         res = ex.run(self._feeds(batch), train=True, seed=seed, params=self._graph_params())
         loss = float(np.asarray(ex.backend.to_host(res.outputs[0])))
         return loss, [res.grads[p] for p in nodes]
@@ -369,7 +352,7 @@ class Trainer:
         self.pull_parameters()
         arrays = {f"param/{k}": p.value for k, p in self.model.params.items()}
         state = self.learner.state_dict()
-        names = [p.name for p in self.train_nodes]
+        names = [p.name for p in self.parameters]
         # with bmuf every rank's local learner has its own slots; otherwise they are identical
         per_rank = self.bmuf is not None and self.comm.size > 1
         for key, a in self.learner.slot_arrays().items():
@@ -449,7 +432,7 @@ class Trainer:
                 self.bmuf.sync(self.params)
         if self.onebit is not None:
             mine = [arrays[k] for k in (f"onebit/{self.comm.rank}/{p.name}"
-                                        for p in self.train_nodes) if k in arrays]
+                                        for p in self.parameters) if k in arrays]
             if mine and header["ranks"] == self.comm.size:
                 self.onebit.residuals = [np.array(r, np.float32) for r in mine]
             elif mine:
@@ -478,25 +461,13 @@ class Trainer:
         self._log(f"resumed from {path}: step {self.step}, epoch {self.epoch + 1}, minibatch "
                   f"{self.batch_index}")
 
-    # -- the loop -------------------------------------------------------------------------
-    def _flush_window(self) -> None:
-        w = self._window
-        if not w["steps"]:
-            return
-        self._record({"step": self.step, "kind": "train", "epoch": self.epoch + 1,
-                      "loss": w["loss"] / max(w["frames"], 1),
-                      "lr": self._lr() if self.step else 0.0,
-                      "frames_per_s": w["frames"] / max(w["time"], 1e-9),
-                      "bytes_per_step": self.bytes_sent, "skipped_steps": self.skipped_steps})
-        self._window = {"loss": 0.0, "frames": 0, "time": 0.0, "steps": 0}
+    # -- the epoch loop's hooks ------------------------------------------------------------
+    def steps_in(self, plan) -> int:
+        n = np.array([len(plan)], np.float64)
+        self.comm.allreduce_([n], op="max")  # every rank takes the same number of steps
+        return int(n[0])
 
-    def train(self, resume: bool = False) -> Model:
-        """Run (or continue, with ``resume``) training; returns the trained model.
-
-        Writes ``OUT/final.mdl`` at the end (rank 0). Stops early after ``[train] max_steps``
-        global steps (leaving the run resumable) or when newbob's rate falls below ``min_lr``.
-        """
-        tc = self.config.train
+    def start(self, resume: bool) -> None:
         if self.comm.size > 1:
             # the launcher names a dead rank by its pid ("BAD TERMINATION ... PID 1234"), and
             # kills the others with SIGKILL: this line says which rank that was
@@ -516,36 +487,31 @@ class Trainer:
             os.makedirs(self.out_dir, exist_ok=True)
             atomic_write_text(os.path.join(self.out_dir, "config.json"),
                               json.dumps(self.config.as_dict(), indent=1) + "\n")
-        stopped = False
-        while self.epoch < tc.epochs:
-            if not self._train_epoch():
-                stopped = True
-                break
-            cv = self.evaluate() if self.cv_reader is not None else None
-            schedule = self.learner.schedule
-            scale = getattr(schedule, "newbob_scale", 1.0)
-            keep = schedule.epoch_end(None if cv is None else cv["loss"])
-            if cv is not None:
-                self._record({"step": self.step, "kind": "cv", "epoch": self.epoch + 1,
-                              "loss": cv["loss"], "cv_error": cv["cv_error"],
-                              "lr": self._lr()})
-                lowered = getattr(schedule, "newbob_scale", 1.0) < scale
-                # a rejected epoch's parameters are kept (nnet1 would restore the best ones)
-                self._log(f"epoch {self.epoch + 1}: CV loss {cv['loss']:.4f} per frame, token "
-                          f"error rate {100 * cv['cv_error']:.2f}%"
-                          + (" (newbob: worse than the best epoch)" if schedule.rejected else "")
-                          + (" (newbob: learning rate lowered)" if lowered else ""))
-            self.epoch += 1
-            self.batch_index = 0
-            self.save_checkpoint()
-            if not keep:
-                self._log("newbob: stopping (the CV gain fell below newbob_stop_threshold, or "
-                          "the rate below min_lr)")
-                break
-            if tc.max_steps and self.step >= tc.max_steps and self.epoch < tc.epochs:
-                self._log(f"stopping after step {self.step} (max_steps)")
-                stopped = True
-                break
+
+    def _train_epoch(self) -> bool:
+        if not super()._train_epoch():
+            return False
+        if self.bmuf is not None and self.bmuf.steps_in_block:
+            self.bmuf.sync(self.params)  # epochs end on a block boundary
+        return True
+
+    def end_epoch(self, cv: dict | None, keep: bool, lowered: bool) -> None:
+        if cv is not None:
+            self._record({"step": self.step, "kind": "cv", "epoch": self.epoch + 1,
+                          "loss": cv["loss"], "cv_error": cv["cv_error"], "lr": self._lr()})
+            # a rejected epoch's parameters are kept (nnet1 would restore the best ones)
+            self._log(f"epoch {self.epoch + 1}: CV loss {cv['loss']:.4f} per frame, token "
+                      f"error rate {100 * cv['cv_error']:.2f}%"
+                      + (" (newbob: worse than the best epoch)"
+                         if self.learner.schedule.rejected else "")
+                      + (" (newbob: learning rate lowered)" if lowered else ""))
+        if not keep:
+            self._log("newbob: stopping (the CV gain fell below newbob_stop_threshold, or "
+                      "the rate below min_lr)")
+
+    def finish(self, stopped: bool) -> Model:
+        """Writes ``OUT/final.mdl`` (rank 0) unless max_steps stopped the run; returns the
+        trained model."""
         self.pull_parameters()  # the returned model (and final.mdl) hold the trained values
         if self.comm.is_main and not stopped:
             m = self.model
@@ -554,46 +520,3 @@ class Trainer:
             self._log(f"wrote {os.path.join(self.out_dir, 'final.mdl')}")
         self.comm.barrier()
         return self.model
-
-    def _train_epoch(self) -> bool:
-        """Train the rest of the current epoch; False when max_steps stopped it midway."""
-        tc = self.config.train
-        plan = self.reader.plan(self.epoch)
-        n = np.array([len(plan)], np.float64)
-        self.comm.allreduce_([n], op="max")  # every rank takes the same number of steps
-        n_steps = int(n[0])
-        bar = progress(total=n_steps, desc=f"epoch {self.epoch + 1}", unit="mb",
-                       disable=None if self.comm.is_main else True)
-        bar.update(self.batch_index)
-        try:
-            while self.batch_index < n_steps:
-                i = self.batch_index
-                t0 = time.perf_counter()
-                batch = self.reader.load(plan[i] if i < len(plan) else [], self.epoch, i)
-                res = self.train_step(batch)
-                self.batch_index += 1
-                w = self._window
-                w["loss"] += res["loss"]
-                w["frames"] += res["frames"]
-                w["time"] += time.perf_counter() - t0
-                w["steps"] += 1
-                bar.update(1)
-                if tc.log_every and self.step % tc.log_every == 0:
-                    self._flush_window()
-                if self.batch_index >= n_steps:
-                    break  # the epoch-end checkpoint follows
-                if tc.checkpoint_every and self.step % tc.checkpoint_every == 0:
-                    self._flush_window()
-                    self.save_checkpoint()
-                elif tc.max_steps and self.step >= tc.max_steps:
-                    self.save_checkpoint()
-                if tc.max_steps and self.step >= tc.max_steps:
-                    self._flush_window()
-                    self._log(f"stopping after step {self.step} (max_steps)")
-                    return False
-        finally:
-            bar.close()
-        self._flush_window()
-        if self.bmuf is not None and self.bmuf.steps_in_block:
-            self.bmuf.sync(self.params)  # epochs end on a block boundary
-        return True

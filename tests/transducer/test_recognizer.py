@@ -109,6 +109,31 @@ def test_hotwords_bias_a_transducer_folders_beam_search(tone_transducer, tmp_pat
         Recognizer.from_dir(folder, hotwords=["one four"])
 
 
+def test_a_word_bonus_keeps_a_weak_word_a_transducer_would_delete(tone_transducer, capsys):
+    folder, root = tone_transducer
+    enc = np.full((4, 3), -5.0, np.float32)
+    enc[0, 0], enc[2:, 1] = 3.0, -0.3
+
+    def words(**options):
+        return [w.word for w in Recognizer.from_dir(folder, **options).transducer.decode(enc)]
+
+    assert words() == ["one"]
+    assert words(word_bonus=1.0) == ["one", "two"]
+    # asrkit package --word-bonus makes it the folder's default
+    bonused = str(root / "bonus")
+    assert main(["package", "--model", str(root / "final.mdl"), "--features",
+                 str(root / "fbank.toml"), "--word-bonus", "1", "--out", bonused]) == 0
+    capsys.readouterr()
+    assert [w.word for w in Recognizer.from_dir(bonused).transducer.decode(enc)] == ["one", "two"]
+    assert main(["package", "--model", str(root / "final.mdl"), "--features",
+                 str(root / "fbank.toml"), "--word-insertion-penalty", "1", "--out",
+                 str(root / "wip")]) != 0
+    assert "unknown search option for a transducer" in capsys.readouterr().err
+    assert main(["transcribe", "--model-dir", folder, "--word-bonus", "nan", "x.wav"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "word_bonus" in err[0], err
+
+
 def test_a_sentencepiece_transducer_spells_words_from_pieces():
     """A model trained with ``[reader] unit = "piece"`` decodes with the decoders' "bpe"
     spelling (a piece starting with ▁ opens a word), with and without hotwords."""
