@@ -6,7 +6,7 @@
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
 #       [--train-speakers N] [--dev-speakers N] [--test-speakers N] [--utts-per-speaker N]
 #       [--fsdd-takes N]  (data options: local/make_corpus.py --help)
-#       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--jobs N] [--mpi N] [--resume]
+#       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--nj N] [--mpi N] [--resume]
 #       [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
@@ -30,13 +30,13 @@
 #               with the 3-gram fused)
 #   10 final    exp/final/ (a model folder for asrkit transcribe), WER tables, report.html
 #
-# --mpi N trains (stages 3, 4, 7) data-parallel on N ranks under mpiexec; --resume continues an
-# interrupted training stage from its last checkpoint (e.g. --stage 4 --resume).
+# --nj N runs N jobs for data, features and decoding; --mpi N trains (stages 3, 4, 7)
+# data-parallel on N ranks under mpiexec; --resume continues an interrupted training stage from
+# its last checkpoint (e.g. --stage 4 --resume). Options shared by the recipes:
+# recipes/utils/setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-stage=0
-stop_stage=100
 fsdd=             # a local FSDD copy (default: $ASRKIT_CORPORA, ../shared/corpora, or download)
 prepare=1         # install the voices, pyroomacoustics and pocketsphinx first
 loso=1
@@ -50,51 +50,18 @@ epochs=6
 loso_epochs=3     # each leave-one-speaker-out model (from exp/synth, as the shipped one)
 models=           # stage 9: other model configs to train and compare (conf/NAME.toml)
 model_epochs=     # their epochs (default: each config's own)
-jobs=2
-mpi=1
+nj=2
 resume=
+flag_options=resume
 speakers=(jackson nicolas yweweler lucas)
 
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --stage) stage=$2; shift 2 ;;
-    --stop-stage) stop_stage=$2; shift 2 ;;
-    --fsdd) fsdd=$2; shift 2 ;;
-    --no-prepare) prepare=; shift ;;
-    --no-loso) loso=; shift ;;
-    --train-speakers) train_speakers=$2; shift 2 ;;
-    --dev-speakers) dev_speakers=$2; shift 2 ;;
-    --test-speakers) test_speakers=$2; shift 2 ;;
-    --utts-per-speaker) utts_per_speaker=$2; shift 2 ;;
-    --fsdd-takes) fsdd_takes=$2; shift 2 ;;
-    --pretrain-epochs) pretrain_epochs=$2; shift 2 ;;
-    --epochs) epochs=$2; shift 2 ;;
-    --loso-epochs) loso_epochs=$2; shift 2 ;;
-    --models) models=$2; shift 2 ;;
-    --model-epochs) model_epochs=$2; shift 2 ;;
-    --jobs) jobs=$2; shift 2 ;;
-    --mpi) mpi=$2; shift 2 ;;
-    --resume) resume=--resume; shift ;;
-    -h|--help) sed -n '2,34p' "$(basename "$0")"; exit 0 ;;
-    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
-
-command -v asrkit >/dev/null || { echo "run.sh: 'asrkit' is not on PATH (activate the venv)" >&2; exit 1; }
-python=$(dirname "$(command -v asrkit)")/python
-[ -x "$python" ] || python=python3
-mkdir -p exp/log
-echo "# $(date -u +%FT%TZ) $0 $*" >> exp/commands.txt
-
-source ../utils/stages.sh  # run_stage, log
-
-# (run_stage calls the stage functions in an `if`, where set -e is off: each step checks itself)
+. ../utils/setup.sh "$@"  # options, $python, run_stages, log, log_mpi, decode_tuned
 
 stage_data() {
   if [ -n "$prepare" ]; then log bash ../utils/prepare_recipe.sh || return; fi
   log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \
     --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" \
-    --utts-per-speaker "$utts_per_speaker" --test-speaker none --jobs "$jobs" \
+    --utts-per-speaker "$utts_per_speaker" --test-speaker none --jobs "$nj" \
     --fsdd-takes "$fsdd_takes" ${fsdd:+--fsdd "$fsdd"} || return
 }
 
@@ -110,7 +77,7 @@ stage_features() {
   local entry
   for entry in $(feature_parts); do
     log asrkit compute-features "${entry#*=}" --config conf/mfcc.toml \
-      --out "data/mfcc/${entry%%=*}" --jobs "$jobs" || return
+      --out "data/mfcc/${entry%%=*}" --jobs "$nj" || return
   done
 }
 
@@ -120,20 +87,10 @@ stage_lang() {
   log asrkit lm train --order 3 --text data/lang/lm_text.txt --output data/lang/G.arpa
 }
 
-train_model() {  # train_model OUT TRAIN_DIR DEV_DIR EPOCHS [INIT]
-  local launch=()
-  if [ "$mpi" -gt 1 ]; then
-    # the mpich wheel installs mpiexec next to asrkit; else the system's (or Slurm's srun)
-    local mpiexec
-    mpiexec=$(dirname "$(command -v asrkit)")/mpiexec
-    [ -x "$mpiexec" ] || mpiexec=$(command -v mpiexec) \
-      || { echo "run.sh: --mpi $mpi needs mpiexec (pip install mpich)" >&2; return 1; }
-    launch=(env OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
-            OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-            NUMBA_NUM_THREADS="${NUMBA_NUM_THREADS:-1}" "$mpiexec" -n "$mpi")
-  fi
-  log "${launch[@]}" asrkit train conf/train.toml --out "$1" --set "reader.data_dir=$2" \
-    --set "reader.cv_data_dir=$3" --set "train.epochs=$4" ${5:+--set "train.init=$5"} $resume
+train_model() {  # train_model OUT TRAIN_DIR DEV_DIR EPOCHS [INIT]: on --mpi N ranks
+  log_mpi asrkit train conf/train.toml --out "$1" --set "reader.data_dir=$2" \
+    --set "reader.cv_data_dir=$3" --set "train.epochs=$4" ${5:+--set "train.init=$5"} \
+    ${resume:+--resume}
 }
 
 combine_features() {  # combine_features OUT DIR...: one features dir from several
@@ -165,11 +122,9 @@ stage_decode() {
   # synthetic test set (voices never heard in training) is decoded once with the best value
   local graph
   for graph in loop tg; do
-    log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/mfcc/dev \
-      --out "exp/blstm/decode_dev_$graph" --tune-wip=-4:0:1 --nbest 1 || return
-    log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl \
-      data/mfcc/synth_test --out "exp/blstm/decode_synth_test_$graph" \
-      --word-insertion-penalty="$(cat "exp/blstm/decode_dev_$graph/best_wip")" || return
+    decode_tuned "exp/graph_$graph" exp/blstm/final.mdl data/mfcc/dev \
+      "exp/blstm/decode_dev_$graph" data/mfcc/synth_test "exp/blstm/decode_synth_test_$graph" \
+      || return
   done
 }
 
@@ -189,7 +144,7 @@ stage_loso() {
       "$loso_epochs" exp/synth/final.mdl || return
     log asrkit decode --graph exp/graph_tg --model "exp/loso/$held/final.mdl" \
       "data/mfcc/fsdd_${held}_test" --out "exp/loso/decode/$held" \
-      --word-insertion-penalty="$wip" --nbest 1 || return
+      --word-insertion-penalty="$wip" --nbest 1 --nj "$nj" || return
   done
 }
 
@@ -201,10 +156,10 @@ stage_peer() {
   local s
   for s in "${speakers[@]}"; do
     log "$python" local/pocketsphinx_decode.py "data/fsdd/$s/test" "exp/pocketsphinx/$s" \
-      --jobs "$jobs" || return
+      --jobs "$nj" || return
   done
   log "$python" local/pocketsphinx_decode.py data/synth/test exp/pocketsphinx/synth_test \
-    --jobs "$jobs"
+    --jobs "$nj"
 }
 
 is_transducer() { grep -q '^type = "transducer"' "conf/$1.toml"; }
@@ -212,7 +167,7 @@ is_transducer() { grep -q '^type = "transducer"' "conf/$1.toml"; }
 decode_audio() {  # decode_audio MODEL_DIR DATA_DIR OUT: transcribe DATA_DIR's audio into OUT/hyp.txt
   mkdir -p "$3"
   cut -d' ' -f2- "$2/wav.scp" > "$3/audio.list"
-  log asrkit transcribe --model-dir "$1" --lm data/lang/G.arpa --nj "$jobs" \
+  log asrkit transcribe --model-dir "$1" --lm data/lang/G.arpa --nj "$nj" \
     $(cat "$3/audio.list") > "$3/transcripts.tsv" || return
   # path<TAB>text back to utterance ids (the paths are unique: one file per utterance)
   awk -F'\t' 'NR == FNR { split($0, f, " "); utt[substr($0, length(f[1]) + 2)] = f[1]; next }
@@ -227,24 +182,21 @@ model_test_sets() {  # NAME=FEATURES_DIR=DATA_DIR of the sets the models are com
 }
 
 decode_model() {  # decode_model NAME MODEL: dev-tuned penalty, then every comparison set
-  local name=$1 model=$2 entry set feats audio wip
+  local name=$1 model=$2 entry set feats sets=()
   if [ "$name" != synth ] && is_transducer "$name"; then
     log asrkit package --model "$model" --features conf/mfcc.toml --out "exp/$name/final" || return
     for entry in $(model_test_sets); do
-      set=${entry%%=*}; audio=${entry##*=}
-      decode_audio "exp/$name/final" "$audio" "exp/$name/decode_$set" || return
+      set=${entry%%=*}
+      decode_audio "exp/$name/final" "${entry##*=}" "exp/$name/decode_$set" || return
     done
     return 0
   fi
-  [ -f "exp/$name/decode_synth_dev/best_wip" ] ||
-    log asrkit decode --graph exp/graph_tg --model "$model" data/mfcc/synth_dev \
-      --out "exp/$name/decode_synth_dev" --tune-wip=-4:0:1 --nbest 1 || return
-  wip=$(cat "exp/$name/decode_synth_dev/best_wip")
   for entry in $(model_test_sets); do
-    set=${entry%%=*}; feats=${entry#*=}; feats=${feats%%=*}
-    log asrkit decode --graph exp/graph_tg --model "$model" "$feats" \
-      --out "exp/$name/decode_$set" --word-insertion-penalty="$wip" --nbest 1 || return
+    set=${entry%%=*}; feats=${entry#*=}
+    sets+=("${feats%%=*}" "exp/$name/decode_$set")
   done
+  decode_tuned exp/graph_tg "$model" data/mfcc/synth_dev "exp/$name/decode_synth_dev" \
+    "${sets[@]}" -- --nbest 1
 }
 
 stage_models() {
@@ -259,8 +211,10 @@ stage_models() {
   for m in $models; do
     log asrkit train "conf/$m.toml" --out "exp/$m" --set reader.data_dir=data/mfcc/synth_train \
       --set reader.cv_data_dir=data/mfcc/synth_dev \
-      ${model_epochs:+--set "train.epochs=$model_epochs"} $resume || return
-    log asrkit model average "exp/$m" "exp/$m/avg.mdl" --avg 5 || return
+      ${model_epochs:+--set "train.epochs=$model_epochs"} ${resume:+--resume} || return
+    # the last 5 checkpoints (one per epoch), as many as there are when --model-epochs is below 5
+    log asrkit model average "exp/$m" "exp/$m/avg.mdl" \
+      --avg "$((${model_epochs:-5} < 5 ? ${model_epochs:-5} : 5))" || return
     decode_model "$m" "exp/$m/avg.mdl" || return
   done
 }
@@ -299,17 +253,7 @@ stage_final() {
     --config conf/train.toml --config conf/mfcc.toml
 }
 
-run_stage 0 data stage_data
-run_stage 1 features stage_features
-run_stage 2 lang stage_lang
-run_stage 3 pretrain stage_pretrain
-run_stage 4 train stage_train
-run_stage 5 graph stage_graph
-run_stage 6 decode stage_decode
-run_stage 7 loso stage_loso
-run_stage 8 peer stage_peer
-run_stage 9 models stage_models
-run_stage 10 final stage_final
+run_stages data features lang pretrain train graph decode loso peer models final
 
 for t in exp/tables/real_speakers.tsv exp/tables/synth_voices.tsv exp/tables/models.tsv; do
   [ -f "$t" ] && { echo "== $t"; column -t -s $'\t' "$t"; }

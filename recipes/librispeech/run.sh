@@ -5,7 +5,7 @@
 #   recipes/librispeech/run.sh [--stage N] [--stop-stage M] [--corpus-dir DIR]
 #       [--train-set train-clean-100] [--cv-set dev-clean] [--test-sets "test-clean ..."]
 #       [--bpe-size 500] [--download-lm true|false] [--rescore-lm ARPA] [--epochs N]
-#       [--jobs N] [--nj N] [--train-opts "--set learner.lr=0.0005 ..."]
+#       [--nj N] [--mpi N] [--train-opts "--set learner.lr=0.0005 ..."]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 download  LibriSpeech parts from OpenSLR SLR12 (resumable, MD5-checked) and, with
@@ -16,18 +16,19 @@
 #               (local/prepare_bpe.py); piece-level transcripts for training (piece_transcripts.py)
 #   4 lm        SLR11's pruned 3-gram when downloaded, else a 3-gram on the training
 #               transcripts (asrkit lm train); perplexity on the CV set (asrkit lm ppl)
-#   5 train     BLSTM-CTC (asrkit train conf/train.toml; mpiexec -n NJ when NJ > 1)
+#   5 train     BLSTM-CTC (asrkit train conf/train.toml; on --mpi N ranks under mpiexec)
 #   6 graph     TLG with the 3-gram (asrkit graph build)
-#   7 decode    CV and test sets (asrkit decode), scored (asrkit score)
+#   7 decode    the CV set with the word insertion penalty tuned on it (asrkit decode
+#               --tune-wip), then the test sets with that penalty, scored
 #   8 rescore   n-best rescoring with a bigger LM (SLR11's 4-gram when downloaded, or
 #               --rescore-lm): asrkit nnlm rescore on the decoder's n-best lists, whose
 #               acoustic and graph costs are kept apart, scored; skipped if none
 #   9 final     exp/final/: a self-contained model directory for asrkit transcribe; report.html
+#
+# --nj N: jobs for features and decoding; --mpi N: training ranks (recipes/utils/setup.sh)
 set -euo pipefail
 cd "$(dirname "$0")"
 
-stage=0
-stop_stage=100
 corpus_dir=download            # gets LibriSpeech/ (and lm/ with --download-lm true)
 train_set=train-clean-100
 cv_set=dev-clean
@@ -35,37 +36,11 @@ test_sets="test-clean"
 bpe_size=500
 download_lm=true
 epochs=30
-jobs=4                         # feature extraction processes
-nj=1                           # training ranks (MPI data parallelism)
+nj=4                           # jobs for features and decoding (--mpi N: training ranks)
 train_opts=""
 rescore_lm=""                  # default: SLR11's 4-gram.arpa.gz under --corpus-dir when present
 
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --stage) stage=$2; shift 2 ;;
-    --stop-stage) stop_stage=$2; shift 2 ;;
-    --corpus-dir) corpus_dir=$2; shift 2 ;;
-    --train-set) train_set=$2; shift 2 ;;
-    --cv-set) cv_set=$2; shift 2 ;;
-    --test-sets) test_sets=$2; shift 2 ;;
-    --bpe-size) bpe_size=$2; shift 2 ;;
-    --download-lm) download_lm=$2; shift 2 ;;
-    --epochs) epochs=$2; shift 2 ;;
-    --jobs) jobs=$2; shift 2 ;;
-    --nj) nj=$2; shift 2 ;;
-    --train-opts) train_opts=$2; shift 2 ;;
-    --rescore-lm) rescore_lm=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
-    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
-
-command -v asrkit >/dev/null || { echo "run.sh: 'asrkit' is not on PATH (activate the venv)" >&2; exit 1; }
-bindir=$(dirname "$(command -v asrkit)")
-python=$bindir/python
-[ -x "$python" ] || python=python3
-mkdir -p exp/log
-echo "# $(date -u +%FT%TZ) $0 $*" >> exp/commands.txt
+. ../utils/setup.sh "$@"  # options, $python, run_stages, log, log_mpi, decode_tuned
 
 name() { echo "${1//-/_}"; }  # train-clean-100 -> train_clean_100 (Kaldi data dir names)
 train=$(name "$train_set")
@@ -74,8 +49,6 @@ lang=data/lang_bpe
 vocab_file=$corpus_dir/lm/librispeech-vocab.txt
 slr11_3gram=$corpus_dir/lm/3-gram.pruned.1e-7.arpa.gz
 [ -n "$rescore_lm" ] || rescore_lm=$corpus_dir/lm/4-gram.arpa.gz
-
-source ../utils/stages.sh  # run_stage, log
 
 all_parts() { echo "$train_set $cv_set $test_sets"; }
 
@@ -98,7 +71,7 @@ stage_features() {
     local d
     d=$(name "$part")
     log asrkit compute-features "data/$d" --config conf/fbank.toml --out "data/fbank/$d" \
-      --jobs "$jobs"
+      --jobs "$nj"
     log asrkit data validate "data/fbank/$d"
   done
 }
@@ -138,14 +111,9 @@ stage_lm() {
 
 stage_train() {
   # shellcheck disable=SC2086
-  local cmd=(asrkit train conf/train.toml --data "data/fbank/${train}_bpe"
-             --cv-data "data/fbank/${cv}_bpe" --tokens "$lang/tokens.txt" --out exp/blstm_bpe
-             --set "train.epochs=$epochs" $train_opts)
-  if [ "$nj" -gt 1 ]; then
-    log "$bindir/mpiexec" -n "$nj" "${cmd[@]}"
-  else
-    log "${cmd[@]}"
-  fi
+  log_mpi asrkit train conf/train.toml --data "data/fbank/${train}_bpe" \
+    --cv-data "data/fbank/${cv}_bpe" --tokens "$lang/tokens.txt" --out exp/blstm_bpe \
+    --set "train.epochs=$epochs" $train_opts
 }
 
 stage_graph() {
@@ -154,14 +122,13 @@ stage_graph() {
 }
 
 stage_decode() {
-  for part in $cv_set $test_sets; do
-    local d
+  local part d sets=()
+  for part in $test_sets; do
     d=$(name "$part")
-    log asrkit decode --graph exp/graph_bpe_tg --model exp/blstm_bpe/final.mdl "data/fbank/$d" \
-      --out "exp/blstm_bpe/decode_${d}_tg"
-    log asrkit score --report "exp/blstm_bpe/decode_${d}_tg/wer_details.txt" \
-      "data/$d/text" "exp/blstm_bpe/decode_${d}_tg/hyp.txt"
+    sets+=("data/fbank/$d" "exp/blstm_bpe/decode_${d}_tg")
   done
+  decode_tuned exp/graph_bpe_tg exp/blstm_bpe/final.mdl "data/fbank/$cv" \
+    "exp/blstm_bpe/decode_${cv}_tg" "${sets[@]}"
 }
 
 stage_rescore() {
@@ -183,28 +150,20 @@ stage_rescore() {
 }
 
 stage_final() {
-  log asrkit model package --model exp/blstm_bpe/final.mdl --graph exp/graph_bpe_tg \
-    --features conf/fbank.toml --out exp/final
+  log asrkit package --model exp/blstm_bpe/final.mdl --graph exp/graph_bpe_tg \
+    --features conf/fbank.toml --out exp/final \
+    --word-insertion-penalty="$(cat "exp/blstm_bpe/decode_${cv}_tg/best_wip")"
   log asrkit report exp/blstm_bpe --title "LibriSpeech $train_set: BLSTM-CTC, $bpe_size pieces" \
     --out exp/blstm_bpe/report.html
 }
 
-run_stage 0 download stage_download
-run_stage 1 prep stage_prep
-run_stage 2 features stage_features
-run_stage 3 bpe stage_bpe
-run_stage 4 lm stage_lm
-run_stage 5 train stage_train
-run_stage 6 graph stage_graph
-run_stage 7 decode stage_decode
-run_stage 8 rescore stage_rescore
-run_stage 9 final stage_final
+run_stages download prep features bpe lm train graph decode rescore final
 
 for part in $cv_set $test_sets; do
   d=$(name "$part")
-  for lm in tg fg; do
-    f=exp/blstm_bpe/decode_${d}_$lm/hyp.txt
-    [ -f "$f" ] && echo "$part ($lm): $(asrkit score --summary-only "data/$d/text" "$f")"
+  for lm in tg/wer.txt fg/wer_details.txt; do  # asrkit decode's report, stage 8's
+    f=exp/blstm_bpe/decode_${d}_$lm
+    [ -f "$f" ] && echo "$part (${lm%/*}): $(grep '^%WER' "$f")"
   done
 done
 exit 0

@@ -4,7 +4,7 @@
 #
 #   recipes/sentences/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--dev-speakers N]
 #                            [--test-speakers N] [--utts-per-speaker N] [--test-utts-per-speaker N]
-#                            [--lm-sentences N] [--epochs N] [--jobs N] [--nj N] [--no-prepare]
+#                            [--lm-sentences N] [--epochs N] [--nj N] [--mpi N] [--no-prepare]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 data      grammar sentences spoken by eSpeak NG/flite/festival/Piper voices (split by
@@ -13,15 +13,16 @@
 #   2 lang      phone tokens + CMUdict lexicon (local/prepare_lang.py), 3-gram LM on the LM text
 #               (asrkit lm train), phone-level training transcripts with the pronunciations
 #               eSpeak NG spoke (local/phone_transcripts.py)
-#   3 train     BLSTM-CTC over phones (asrkit train conf/train.toml; mpiexec -n NJ when NJ > 1)
+#   3 train     BLSTM-CTC over phones (asrkit train conf/train.toml; on --mpi N ranks under mpiexec)
 #   4 graph     TLG with the 3-gram LM, and with the sentence grammar itself (asrkit graph build)
-#   5 decode    Viterbi beam search on the test set with both graphs (asrkit decode), scored
+#   5 decode    Viterbi beam search with both graphs (asrkit decode): the word insertion
+#               penalty tuned on dev (--tune-wip), then the test set, scored
 #   6 final     exp/final/: a self-contained model directory for asrkit transcribe; report.html
+#
+# --nj N: jobs for data, features and decoding; --mpi N: training ranks (recipes/utils/setup.sh)
 set -euo pipefail
 cd "$(dirname "$0")"
 
-stage=0
-stop_stage=100
 train_speakers=200
 dev_speakers=10
 test_speakers=40
@@ -29,37 +30,10 @@ utts_per_speaker=30
 test_utts_per_speaker=10
 lm_sentences=50000
 epochs=15
-jobs=2   # feature extraction processes
-nj=1     # training ranks (MPI data parallelism)
+nj=2       # jobs for data, features and decoding (--mpi N: training ranks)
 prepare=1  # install the voices first (../utils/prepare_recipe.sh); --no-prepare skips it
 
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --stage) stage=$2; shift 2 ;;
-    --stop-stage) stop_stage=$2; shift 2 ;;
-    --train-speakers) train_speakers=$2; shift 2 ;;
-    --dev-speakers) dev_speakers=$2; shift 2 ;;
-    --test-speakers) test_speakers=$2; shift 2 ;;
-    --utts-per-speaker) utts_per_speaker=$2; shift 2 ;;
-    --test-utts-per-speaker) test_utts_per_speaker=$2; shift 2 ;;
-    --lm-sentences) lm_sentences=$2; shift 2 ;;
-    --epochs) epochs=$2; shift 2 ;;
-    --jobs) jobs=$2; shift 2 ;;
-    --nj) nj=$2; shift 2 ;;
-    --no-prepare) prepare=; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
-  esac
-done
-
-command -v asrkit >/dev/null || { echo "run.sh: 'asrkit' is not on PATH (activate the venv)" >&2; exit 1; }
-bindir=$(dirname "$(command -v asrkit)")
-python=$bindir/python
-[ -x "$python" ] || python=python3
-mkdir -p exp/log
-echo "# $(date -u +%FT%TZ) $0 $*" >> exp/commands.txt
-
-source ../utils/stages.sh  # run_stage, log
+. ../utils/setup.sh "$@"  # options, $python, run_stages, log, log_mpi, decode_tuned
 
 stage_data() {
   # (run_stage calls this in an `if`, where set -e is off: each step checks its own status)
@@ -67,13 +41,13 @@ stage_data() {
   log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \
     --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" \
     --utts-per-speaker "$utts_per_speaker" --test-utts-per-speaker "$test_utts_per_speaker" \
-    --lm-sentences "$lm_sentences" --jobs "$jobs"
+    --lm-sentences "$lm_sentences" --jobs "$nj"
 }
 
 stage_features() {
   for part in train dev test; do
     log asrkit compute-features "data/$part" --config conf/fbank.toml --out "data/fbank/$part" \
-      --jobs "$jobs"
+      --jobs "$nj"
     log asrkit data validate "data/fbank/$part"
   done
 }
@@ -92,12 +66,7 @@ stage_lang() {
 }
 
 stage_train() {
-  if [ "$nj" -gt 1 ]; then
-    log "$bindir/mpiexec" -n "$nj" asrkit train conf/train.toml --out exp/blstm \
-      --set "train.epochs=$epochs"
-  else
-    log asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs"
-  fi
+  log_mpi asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs"
 }
 
 stage_graph() {
@@ -109,30 +78,22 @@ stage_graph() {
 
 stage_decode() {
   for graph in tg grammar; do
-    log asrkit decode --graph "exp/graph_$graph" --model exp/blstm/final.mdl data/fbank/test \
-      --out "exp/blstm/decode_test_$graph"
-    log asrkit score --report "exp/blstm/decode_test_$graph/wer_details.txt" \
-      data/test/text "exp/blstm/decode_test_$graph/hyp.txt"
+    decode_tuned "exp/graph_$graph" exp/blstm/final.mdl data/fbank/dev \
+      "exp/blstm/decode_dev_$graph" data/fbank/test "exp/blstm/decode_test_$graph"
   done
 }
 
 stage_final() {
-  log asrkit model package --model exp/blstm/final.mdl --graph exp/graph_tg \
-    --features conf/fbank.toml --out exp/final
+  log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg --features conf/fbank.toml \
+    --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" --out exp/final
   log asrkit report exp/blstm --title "sentences: BLSTM-CTC over phones" \
     --out exp/blstm/report.html
 }
 
-run_stage 0 data stage_data
-run_stage 1 features stage_features
-run_stage 2 lang stage_lang
-run_stage 3 train stage_train
-run_stage 4 graph stage_graph
-run_stage 5 decode stage_decode
-run_stage 6 final stage_final
+run_stages data features lang train graph decode final
 
 for graph in tg grammar; do
-  f=exp/blstm/decode_test_$graph/hyp.txt
-  [ -f "$f" ] && echo "test ($graph): $(asrkit score --summary-only data/test/text "$f")"
+  f=exp/blstm/decode_test_$graph/wer.txt
+  [ -f "$f" ] && echo "test ($graph): $(grep '^%WER' "$f")"
 done
 exit 0

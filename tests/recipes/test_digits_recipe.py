@@ -26,10 +26,11 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     r = subprocess.run(["bash", str(work / "run.sh"), "--train-speakers", "6", "--dev-speakers",
                         "2", "--test-speakers", "2", "--utts-per-speaker", "5",
                         "--pretrain-epochs", "1", "--epochs", "1", "--loso-epochs", "1",
-                        "--fsdd-takes", "2", "--fsdd", SHARED_FSDD, "--no-prepare", "--jobs", "1"],
+                        "--fsdd-takes", "2", "--fsdd", SHARED_FSDD, "--no-prepare", "--nj", "1",
+                        "--models", "conformer_ctc conformer_transducer", "--model-epochs", "1"],
                        capture_output=True, text=True, env=env, timeout=1200)
     assert r.returncode == 0, r.stdout + r.stderr
-    for stage in range(10):
+    for stage in range(11):
         assert f"stage {stage}:" in r.stdout
     exp = work / "exp"
     score = json.loads((exp / "blstm/decode_synth_test_tg/score.json").read_text())
@@ -49,7 +50,15 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
                                     for k in ("isolated", "strings")] + ["all"]
     words = [int(r[1]) for r in rows]
     assert sum(words[:-1]) == words[-1]
+    # stage 9: every model (one epoch; its one checkpoint averaged) on every comparison set
+    models = ["blstm", "conformer_ctc", "conformer_transducer"]
+    table = (exp / "tables/models.tsv").read_text().splitlines()
+    assert table[0].split("\t") == ["test set", "words"] + [f"{m} WER % (errors)" for m in models]
+    rows = [line.split("\t") for line in table[1:]]
+    assert {r[0].split(",")[0] for r in rows} == {"synth_test", *speakers, "all"}
+    assert all(len(r) == 2 + len(models) and "-" not in r[2:] for r in rows)
     page = (exp / "blstm/report.html").read_text()
+    assert "Models trained on synthetic speech only" in page
     assert "Results" in page and "data:image/png;base64" in page
     assert "Real speakers never heard in training" in page
     assert "Synthetic voices never heard in training" in page

@@ -124,7 +124,7 @@ def test_prep_features_bpe_lm_and_graph_stages(tmp_path):
     shutil.copytree(RECIPE, rec, ignore=shutil.ignore_patterns("data", "exp", "download"))
     shutil.copytree(os.path.join(RECIPE, "..", "utils"), tmp_path / "utils")
     env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"])
-    common = ["--corpus-dir", str(corpus), "--bpe-size", "40", "--jobs", "1"]
+    common = ["--corpus-dir", str(corpus), "--bpe-size", "40", "--nj", "1"]
     r = subprocess.run(["bash", str(rec / "run.sh"), "--stage", "1", "--stop-stage", "4",
                         *common], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -172,7 +172,7 @@ def test_data_lang_and_graph_stages_at_tiny_size(tmp_path):
     run = root / "sentences" / "run.sh"
     sizes = ["--train-speakers", "3", "--dev-speakers", "1", "--test-speakers", "2",
              "--utts-per-speaker", "3", "--test-utts-per-speaker", "2", "--lm-sentences", "1500",
-             "--jobs", "1", "--no-prepare"]
+             "--nj", "1", "--no-prepare"]
     r = subprocess.run(["bash", str(run), "--stop-stage", "2", *sizes], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr

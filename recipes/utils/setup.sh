@@ -1,0 +1,104 @@
+# The setup every recipe's run.sh shares. After `cd` into the recipe and setting its option
+# defaults (one variable per option), a run.sh sources it with its arguments:
+#
+#   . ../utils/setup.sh "$@"
+#
+# Options (Kaldi's parse_options.sh habit): `--foo-bar V` sets the variable foo_bar the run.sh
+# defined, `--no-foo` empties foo, a name in $flag_options (e.g. resume) is a flag that sets it to
+# 1; -h/--help prints the run.sh's header comment; anything else is an error. Every recipe has
+#   --stage N --stop-stage M   the stages to run (default all)
+#   --nj N                     parallel jobs for data, features and decoding (default 1)
+#   --mpi N                    training ranks, data-parallel under mpiexec (default 1)
+#   --wip-range LO:HI:STEP     word insertion penalties tuned on dev (default -4:0:1)
+# (`--jobs N`, the old spelling of --nj in every recipe, is still read in this release. In the
+# sentences and LibriSpeech recipes --nj used to be the training ranks: that is --mpi now.)
+#
+# Then it checks that `asrkit` is on PATH, sets $bindir (its folder) and $python (the python
+# next to it), appends the command line to exp/commands.txt, and defines run_stage, run_stages,
+# log, log_mpi and decode_tuned.
+
+: "${stage:=0}" "${stop_stage:=100}" "${nj:=1}" "${mpi:=1}" "${wip_range:=-4:0:1}"
+_cmdline="# $(date -u +%FT%TZ) $0 $*"
+while [ $# -gt 0 ]; do
+  _opt=${1#--}
+  _var=${_opt//-/_}
+  case "$1" in
+    -h|--help) awk 'NR > 1 { if (!/^#/) exit; print }' "$(basename "$0")"; exit 0 ;;
+    --jobs) _var=nj; echo "run.sh: --jobs is spelt --nj now (--jobs goes in the next release)" >&2 ;;
+  esac
+  if [[ $1 == --* && $_var =~ ^[a-z][a-z0-9_]*$ ]] && declare -p "$_var" >/dev/null 2>&1; then
+    if [[ " ${flag_options:-} " == *" $_var "* ]]; then
+      printf -v "$_var" 1; shift
+    elif [ $# -ge 2 ]; then
+      printf -v "$_var" %s "$2"; shift 2
+    else
+      echo "run.sh: $1 needs a value" >&2; exit 2
+    fi
+  elif [[ $1 == --no-* ]] && declare -p "${_var#no_}" >/dev/null 2>&1; then
+    printf -v "${_var#no_}" ''; shift
+  else
+    echo "run.sh: unknown option $1 (run.sh --help lists them)" >&2; exit 2
+  fi
+done
+unset _opt _var
+
+command -v asrkit >/dev/null || { echo "run.sh: 'asrkit' is not on PATH (activate the venv)" >&2; exit 1; }
+bindir=$(dirname "$(command -v asrkit)")
+python=$bindir/python
+[ -x "$python" ] || python=python3
+mkdir -p exp/log
+echo "$_cmdline" >> exp/commands.txt
+unset _cmdline
+
+run_stage() {  # run_stage N NAME CMD...: run CMD if N is in [stage, stop_stage], logged and timed
+  local n=$1 name=$2; shift 2
+  if [ "$n" -lt "$stage" ] || [ "$n" -gt "$stop_stage" ]; then return 0; fi
+  echo "stage $n: $name"
+  local t0=$SECONDS rc
+  # the stage runs in a subshell with errexit on: its first failing command ends it (inside
+  # `if !` or `||`, bash would switch errexit off for the whole stage function)
+  set +e
+  (set -e; "$@") > "exp/log/stage$n.log" 2>&1
+  rc=$?
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    echo "stage $n ($name) failed; the end of exp/log/stage$n.log:" >&2
+    tail -n 30 "exp/log/stage$n.log" >&2
+    exit 1
+  fi
+  echo "stage $n: $name done in $((SECONDS - t0)) s"
+}
+
+run_stages() {  # run_stages NAME...: stage N is the Nth NAME (from 0), its function stage_NAME
+  local n=0 name
+  for name in "$@"; do run_stage "$n" "$name" "stage_$name"; n=$((n + 1)); done
+}
+
+log() { echo "$*" >> exp/commands.txt; "$@"; }  # log CMD...: record CMD in exp/commands.txt, run it
+
+log_mpi() {  # log_mpi CMD...: as log, on $mpi ranks under mpiexec when --mpi N > 1
+  [ "$mpi" -gt 1 ] || { log "$@"; return; }
+  # the mpich wheel installs mpiexec next to asrkit; else the system's
+  local mpiexec=$bindir/mpiexec
+  [ -x "$mpiexec" ] || mpiexec=$(command -v mpiexec) \
+    || { echo "run.sh: --mpi $mpi needs mpiexec (pip install mpich)" >&2; return 1; }
+  # one thread per rank: the ranks share the cores
+  log env OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" \
+    NUMBA_NUM_THREADS="${NUMBA_NUM_THREADS:-1}" "$mpiexec" -n "$mpi" "$@"
+}
+
+decode_tuned() {  # decode_tuned GRAPH MODEL DEV DEV_OUT [DATA OUT]... [-- DECODE_OPTS...]
+  # DEV decoded with the word insertion penalty tuned on it (asrkit decode --tune-wip: one
+  # search, its n-best lists rescored; DEV_OUT/best_wip), then each DATA with that penalty.
+  # Each decode scores itself where its data dir has a text (OUT/wer.txt, OUT/score.json).
+  local graph=$1 model=$2 sets=() opts=() i
+  shift 2
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do sets+=("$1"); shift; done
+  [ $# -gt 0 ] && { shift; opts=("$@"); }
+  log asrkit decode --graph "$graph" --model "$model" "${sets[0]}" --out "${sets[1]}" \
+    --tune-wip="$wip_range" --nj "$nj" "${opts[@]}" || return
+  for ((i = 2; i < ${#sets[@]}; i += 2)); do
+    log asrkit decode --graph "$graph" --model "$model" "${sets[i]}" --out "${sets[i + 1]}" \
+      --word-insertion-penalty="$(cat "${sets[1]}/best_wip")" --nj "$nj" "${opts[@]}" || return
+  done
+}
