@@ -27,7 +27,7 @@
 #               trained on the synthetic speech as exp/synth is, its last 5 checkpoints
 #               averaged, and compared with exp/synth on the synthetic test voices and all
 #               four real speakers (CTC: the 3-gram graph; transducer: modified beam search
-#               with the 3-gram fused)
+#               with the 3-gram fused and a dev-tuned word bonus)
 #   10 final    exp/final/ (a model folder for asrkit transcribe), WER tables, report.html
 #
 # --nj N runs N jobs for data, features and decoding; --mpi N trains (stages 3, 4, 7)
@@ -164,10 +164,10 @@ stage_peer() {
 
 is_transducer() { grep -q '^type = "transducer"' "conf/$1.toml"; }
 
-decode_audio() {  # decode_audio MODEL_DIR DATA_DIR OUT: transcribe DATA_DIR's audio into OUT/hyp.txt
+decode_audio() {  # decode_audio MODEL_DIR DATA_DIR OUT [OPTION...]: DATA_DIR's audio -> OUT/hyp.txt
   mkdir -p "$3"
   cut -d' ' -f2- "$2/wav.scp" > "$3/audio.list"
-  log asrkit transcribe --model-dir "$1" --lm data/lang/G.arpa --nj "$nj" \
+  log asrkit transcribe --model-dir "$1" --lm data/lang/G.arpa --nj "$nj" "${@:4}" \
     $(cat "$3/audio.list") > "$3/transcripts.tsv" || return
   # path<TAB>text back to utterance ids (the paths are unique: one file per utterance)
   awk -F'\t' 'NR == FNR { split($0, f, " "); utt[substr($0, length(f[1]) + 2)] = f[1]; next }
@@ -184,7 +184,19 @@ model_test_sets() {  # NAME=FEATURES_DIR=DATA_DIR of the sets the models are com
 decode_model() {  # decode_model NAME MODEL: dev-tuned penalty, then every comparison set
   local name=$1 model=$2 entry set feats sets=()
   if [ "$name" != synth ] && is_transducer "$name"; then
+    # a transducer deletes more than it inserts: its word bonus (nats per word) is tuned on
+    # dev as the CTC models' insertion penalty is, the fewest errors over 0..3, and packaged
+    local bonus errors best=0 fewest=
     log asrkit package --model "$model" --features conf/mfcc.toml --out "exp/$name/final" || return
+    for bonus in 0 1 2 3; do
+      decode_audio "exp/$name/final" data/synth/dev "exp/$name/decode_synth_dev/bonus$bonus" \
+        --word-bonus "$bonus" || return
+      errors=$(awk '/^%WER/ { print $4; exit }' "exp/$name/decode_synth_dev/bonus$bonus/wer.txt")
+      if [ -z "$fewest" ] || [ "$errors" -lt "$fewest" ]; then fewest=$errors; best=$bonus; fi
+    done
+    echo "$best" > "exp/$name/decode_synth_dev/best_word_bonus"
+    log asrkit package --model "$model" --features conf/mfcc.toml --word-bonus "$best" \
+      --out "exp/$name/final" || return
     for entry in $(model_test_sets); do
       set=${entry%%=*}
       decode_audio "exp/$name/final" "${entry##*=}" "exp/$name/decode_$set" || return
