@@ -85,3 +85,25 @@ def choose_openblas_core(environ=None, cpu=None) -> str | None:
     if wanted:
         environ["OPENBLAS_CORETYPE"] = wanted
     return wanted or None
+
+
+# OpenBLAS's idle workers spin for 2**28 cycles (about 0.1 s) before they sleep, and asrkit's
+# steps mix numpy GEMMs with numba kernels and threads of its own, which the spinning workers
+# rob of their cores: a Conformer block's step at 2 threads took 544 ms with the default and
+# 449 ms with 2**4 cycles (its attention threads twice as fast), and an LSTM step the same.
+THREAD_TIMEOUT = "4"
+
+
+def choose_thread_timeout(environ=None) -> str | None:
+    """Set ``OPENBLAS_THREAD_TIMEOUT`` (log2 of the cycles OpenBLAS's idle workers spin before
+    sleeping) to :data:`THREAD_TIMEOUT` unless it is set already; like
+    :func:`choose_openblas_core` it only acts before numpy loads OpenBLAS. ``environ``
+    (default ``os.environ``) is for tests. Returns the value set, or None."""
+    if environ is None:
+        if "numpy" in sys.modules:
+            return None
+        environ = os.environ
+    if environ.get("OPENBLAS_THREAD_TIMEOUT", "").strip():
+        return None
+    environ["OPENBLAS_THREAD_TIMEOUT"] = THREAD_TIMEOUT
+    return THREAD_TIMEOUT

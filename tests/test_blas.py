@@ -4,7 +4,14 @@ import os
 import subprocess
 import sys
 
-from asrkit._blas import AVX512_FLAGS, choose_openblas_core, cpu_info, openblas_core_for
+from asrkit._blas import (
+    AVX512_FLAGS,
+    THREAD_TIMEOUT,
+    choose_openblas_core,
+    choose_thread_timeout,
+    cpu_info,
+    openblas_core_for,
+)
 
 ZEN5 = ("AuthenticAMD", 0x1A, AVX512_FLAGS | {"avx2", "fma"})
 ZEN3 = ("AuthenticAMD", 0x19, frozenset({"avx2", "fma"}))
@@ -48,3 +55,16 @@ def test_import_asrkit_sets_the_variable_before_numpy_loads():
             "assert want is None or os.environ['OPENBLAS_CORETYPE'] == want, os.environ")
     env = {k: v for k, v in os.environ.items() if k != "ASRKIT_OPENBLAS_CORETYPE"}
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_openblas_workers_sleep_soon_unless_the_user_says_otherwise():
+    env = {}
+    assert choose_thread_timeout(env) == THREAD_TIMEOUT and env["OPENBLAS_THREAD_TIMEOUT"] == "4"
+    env = {"OPENBLAS_THREAD_TIMEOUT": "20"}
+    assert choose_thread_timeout(env) is None and env["OPENBLAS_THREAD_TIMEOUT"] == "20"
+    r = subprocess.run([sys.executable, "-c", "import os, asrkit, numpy; "
+                        "print(os.environ['OPENBLAS_THREAD_TIMEOUT'])"],
+                       capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items()
+                            if k != "OPENBLAS_THREAD_TIMEOUT"})
+    assert r.returncode == 0 and r.stdout.strip() == THREAD_TIMEOUT, r.stderr

@@ -22,6 +22,7 @@ fastest (cuDNN's benchmark mode).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -225,6 +226,37 @@ def blas_threads_local():
                 break
             _SET_LOCAL.append(fn)
         return _SET_LOCAL[0]
+
+
+_SINGLE = [0, None]  # open single-threaded regions, the thread count to restore after them
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """A region in which our own worker threads each call BLAS single-threaded (OpenBLAS's
+    pool would serialise their GEMMs and oversubscribe the cores); yields True, or False
+    where ``blas_threads_local`` is not found (another BLAS: run the work in one thread).
+
+    ``openblas_set_num_threads_local`` sets the process's thread count in numpy's OpenBLAS,
+    not the calling thread's, so workers that each set 1 and restore "their" previous value
+    race, and the last restore could leave every later numpy GEMM of the process on one
+    thread. Here the first region to open saves the count and sets 1, and the last to close
+    restores it."""
+    set_local = blas_threads_local()
+    if set_local is None:
+        yield False
+        return
+    with _LOCK:
+        if _SINGLE[0] == 0:
+            _SINGLE[1] = set_local(1)
+        _SINGLE[0] += 1
+    try:
+        yield True
+    finally:
+        with _LOCK:
+            _SINGLE[0] -= 1
+            if _SINGLE[0] == 0:
+                set_local(_SINGLE[1])
 
 
 def candidates(rows: int, K: int, N: int) -> list[tuple[int, int]]:

@@ -52,9 +52,14 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-from asrkit.kernels.cpu._gemm import NO_TRANS, ROW_MAJOR, TRANS, gemm_function
+from asrkit.kernels.cpu._gemm import (
+    NO_TRANS,
+    ROW_MAJOR,
+    TRANS,
+    gemm_function,
+    single_threaded_blas,
+)
 from asrkit.kernels.cpu.ctc import _exp
-from asrkit.kernels.cpu.rnnt import _blas_threads_local
 from asrkit.kernels.reference.attention import key_window
 from asrkit.kernels.reference.lstm import check_lengths
 
@@ -427,28 +432,19 @@ def _sequence_groups(lengths, threads):
 
 def _run(groups, fn):
     """``fn(g, group)`` for every group, one per thread (the first in this one), each thread's
-    BLAS calls single-threaded through OpenBLAS's thread-local setting (the RNN-T kernel's
-    ``_blas_threads_local``): the GEMMs run in parallel threads of their own, and OpenBLAS's
-    pool would serialise them and oversubscribe the cores. Without that setting (another BLAS)
-    the groups run one after the other in this thread and the BLAS threads its own GEMMs."""
-    set_local = _blas_threads_local()
-    if set_local is None:
-        for g, group in enumerate(groups):
-            fn(g, group)
-        return
-
-    def work(g, group):
-        prev = set_local(1)
-        try:
-            fn(g, group)
-        finally:
-            set_local(prev)
-
-    futures = [_pool().submit(work, g, group) for g, group in enumerate(groups) if g > 0]
-    if groups:
-        work(0, groups[0])
-    for f in futures:
-        f.result()
+    BLAS calls single-threaded (``_gemm.single_threaded_blas``): the GEMMs run in parallel
+    threads of their own. Without that setting (another BLAS) the groups run one after the
+    other in this thread and the BLAS threads its own GEMMs."""
+    with single_threaded_blas() as single:
+        if not single:
+            for g, group in enumerate(groups):
+                fn(g, group)
+            return
+        futures = [_pool().submit(fn, g, group) for g, group in enumerate(groups) if g > 0]
+        if groups:
+            fn(0, groups[0])
+        for f in futures:
+            f.result()
 
 
 # --- entry points ----------------------------------------------------------------------------

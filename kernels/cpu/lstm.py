@@ -72,12 +72,12 @@ from numba.extending import overload
 from asrkit.kernels.cpu._gemm import (
     NO_TRANS,
     TRANS,
-    blas_threads_local,
     gemm_at,
     gemm_function,
     gemm_plan,
     matmul_rows,
     matmul_rows_into,
+    single_threaded_blas,
 )
 from asrkit.kernels.cpu._sync import Gang, abort, barrier, cpu_count, new_barrier, yield_function
 from asrkit.kernels.reference.lstm import check_lengths, join_directions
@@ -558,22 +558,18 @@ def _flat(a):
 
 
 def _in_gang(nthreads, sync, fn):
-    """Run ``fn(k, n)`` on the gang's threads, each with single-threaded BLAS calls; a thread
-    that fails releases the others from the barrier ``sync``."""
-    set_local = blas_threads_local()
-
+    """Run ``fn(k, n)`` on the gang's threads, each with single-threaded BLAS calls
+    (``_gemm.single_threaded_blas``); a thread that fails releases the others from the
+    barrier ``sync``."""
     def work(k, n):
-        prev = set_local(1) if set_local is not None else None
         try:
             fn(k, n)
         except BaseException:
             abort(sync)
             raise
-        finally:
-            if set_local is not None:
-                set_local(prev)
 
-    _GANG.run(nthreads, work)
+    with single_threaded_blas():
+        _GANG.run(nthreads, work)
 
 
 def _forward_by_units(x, w_ih, w_hh, bias, lengths, order, h, c, y, reverse, threads):

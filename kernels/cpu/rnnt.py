@@ -35,14 +35,13 @@ the end). """
 
 from __future__ import annotations
 
-import ctypes
 import math
 
 import numba
 import numpy as np
 from numba import njit, prange
 
-from asrkit.kernels.cpu._gemm import _openblas_paths
+from asrkit.kernels.cpu._gemm import blas_threads_local, single_threaded_blas
 from asrkit.kernels.cpu.ctc import _VEC, _exp, _row_max
 from asrkit.kernels.cpu.lstm import _pool, fast_tanh
 
@@ -294,53 +293,22 @@ def _scatter_hidden_grads(dh, h, rows, d_enc, d_pred):
             dp[j] += a
 
 
-_SET_LOCAL: list = []  # [ctypes function or None], found once
-
-
-def _blas_threads_local():
-    """OpenBLAS's ``openblas_set_num_threads_local(n) -> previous`` (0.3.27+) of the library
-    numpy uses, as a ctypes function; it sets the GEMM threads of the calling thread only.
-    None where it is not found (another BLAS: then the blocks run in one thread, and the BLAS
-    threads its own GEMMs)."""
-    if not _SET_LOCAL:
-        fn = None
-        for path in _openblas_paths():
-            try:
-                lib = ctypes.CDLL(path)
-                fn = lib.openblas_set_num_threads_local
-            except (OSError, AttributeError):
-                continue
-            fn.argtypes = [ctypes.c_int]
-            fn.restype = ctypes.c_int
-            break
-        _SET_LOCAL.append(fn)
-    return _SET_LOCAL[0]
-
-
 def _split(n: int, parts: int) -> list[tuple[int, int]]:
     """``parts`` contiguous ranges of about equal size covering ``range(n)`` (none empty)."""
     edges = np.linspace(0, n, max(1, min(parts, n)) + 1).round().astype(int)
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
 
-def _in_workers(bounds, fn, set_local):
+def _in_workers(bounds, fn):
     """Run ``fn(k, r0, r1)`` for each range k, one per thread (the first in this one), each
-    with single-threaded BLAS calls: one kind of thread at a time on the cores, no
-    synchronisation between blocks."""
-    def work(k, r0, r1):
-        prev = set_local(1) if set_local is not None else None
-        try:
-            fn(k, r0, r1)
-        finally:
-            if set_local is not None:
-                set_local(prev)
-
-    futures = [_pool().submit(work, k, r0, r1) for k, (r0, r1) in enumerate(bounds)
-               if k > 0]
-    if bounds:
-        work(0, *bounds[0])
-    for f in futures:
-        f.result()
+    with single-threaded BLAS calls (``_gemm.single_threaded_blas``): one kind of thread at a
+    time on the cores, no synchronisation between blocks."""
+    with single_threaded_blas():
+        futures = [_pool().submit(fn, k, r0, r1) for k, (r0, r1) in enumerate(bounds) if k > 0]
+        if bounds:
+            fn(0, *bounds[0])
+        for f in futures:
+            f.result()
 
 
 def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_lengths,
@@ -370,8 +338,7 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
     tg, il, tl = _ints(targets, input_lengths, target_lengths)
     blank = int(blank)
     lse, lpb, lpl, pb, pl = _node_arrays(B, T, U1)
-    set_local = _blas_threads_local()
-    workers = 1 if set_local is None else max(1, int(threads or numba.get_num_threads()))
+    workers = 1 if blas_threads_local() is None else max(1, int(threads or numba.get_num_threads()))
 
     rows = _node_rows(il, tl)
 
@@ -385,7 +352,7 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
             np.matmul(h[:n], w_aug_t, out=z[:n])
             _block_stats(z[:n], rb, tg, tl, blank, lse, lpb, lpl)
 
-    _in_workers(_split(rows.shape[0], workers), forward, set_local)
+    _in_workers(_split(rows.shape[0], workers), forward)
     costs = np.empty(B)
     _lattice(lpb, lpl, il, tl, costs, pb, pl)
 
@@ -414,7 +381,7 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
             d_w_aug += dw_part
             _scatter_hidden_grads(dh[:n], h[:n], rb, d_enc, d_pred)
 
-    _in_workers(bounds, backward, set_local)
+    _in_workers(bounds, backward)
     d_enc, d_pred, d_w_aug = acc[0]
     for other in acc[1:]:
         for mine, theirs in zip(acc[0], other):

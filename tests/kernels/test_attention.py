@@ -17,6 +17,7 @@ from asrkit.kernels import (
     mhsa_backward,
     mhsa_forward,
 )
+from asrkit.kernels.cpu import _gemm
 from asrkit.kernels.cpu import attention as cpu_attention
 
 MASKS = {
@@ -323,7 +324,7 @@ def test_cpu_layer_matches_twin_with_several_threads(rng):
 
 def test_cpu_groups_in_one_thread_without_thread_local_blas(rng, monkeypatch):
     """Where OpenBLAS has no thread-local thread count the groups run in turn: same results."""
-    monkeypatch.setattr(cpu_attention, "_blas_threads_local", lambda: None)
+    monkeypatch.setattr(_gemm, "blas_threads_local", lambda: None)
     T, B, D, H = 6, 3, 4, 2
     lengths = np.array([6, 4, 5])
     x, dy = rand(rng, T, B, D), rand(rng, T, B, D)
