@@ -112,20 +112,17 @@ def read_manifest(folder: str) -> dict:
     return {**manifest, **normalization_settings(manifest, path), "decode": decode}
 
 
-def check_decode(manifest: dict, path: str, transducer: bool) -> None:
-    """Check the manifest's default search options (``decode``) as ``Recognizer.from_dir``
-    takes them: a transducer's (``asrkit.recognizer.transducer``) or a graph search's; ``path``
-    is the manifest's, for the ModelFolderError naming the option."""
+def check_decode(decode: dict, model, where: str = "") -> None:
+    """Check default search options (a folder's ``decode`` table) as ``Recognizer.from_dir``
+    takes them for ``model``: a transducer's (``asrkit.recognizer.transducer``) or a graph
+    search's. ``where`` prefixes the option's name in the RecognizerError."""
     from asrkit.recognizer.options import search_options
     from asrkit.recognizer.transducer import transducer_options
 
-    try:
-        if transducer:
-            transducer_options({}, manifest["decode"], f"{path}: decode.")
-        else:
-            search_options({}, manifest["decode"], defaults_where=f"{path}: decode.")
-    except RecognizerError as e:
-        raise ModelFolderError(str(e)) from None
+    if hasattr(model, "transducer"):
+        transducer_options({}, decode, where)
+    else:
+        search_options({}, decode, defaults_where=where)
 
 
 def checked_load(what: str, path: str, loader):
@@ -180,7 +177,10 @@ def load_model_folder(path: str | os.PathLike, need_graph: bool = True) -> Model
     folder = ModelFolder(path, manifest, None, None, None, {}, None)
     mpath = os.path.join(path, MANIFEST)
     model = checked_load("model", folder.file("model"), load)
-    check_decode(manifest, mpath, hasattr(model, "transducer"))
+    try:
+        check_decode(manifest["decode"], model, f"{mpath}: decode.")
+    except RecognizerError as e:
+        raise ModelFolderError(str(e)) from None
     fconf = checked_load("feature config", folder.file("features"), load_feature_config)
     if fconf.sample_frequency != folder.sample_rate:
         raise ModelFolderError(f"{mpath}: sample_rate {folder.sample_rate} differs from the "

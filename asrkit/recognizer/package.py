@@ -16,6 +16,7 @@ import shutil
 from asrkit.recognizer.model_folder import (
     MANIFEST,
     ModelFolderError,
+    check_decode,
     checked_load,
     normalization_settings,
 )
@@ -75,18 +76,12 @@ def package_model_folder(out: str, model_path: str, features_path: str,
     """
     from asrkit.io import load_feature_config
     from asrkit.models import load
-    from asrkit.recognizer.options import search_options
     from asrkit.utils import atomic_write_text
 
     model = checked_load("model", model_path, load)  # fail early on a bad model
     fconf = checked_load("feature config", features_path, load_feature_config)
     decode = dict(decode or {})
-    if hasattr(model, "transducer"):
-        from asrkit.recognizer.transducer import transducer_options
-
-        transducer_options(decode)
-    else:
-        search_options(decode)
+    check_decode(decode, model)
     reader = dict(model.header().get("reader") or {})
     if cmvn is not None:
         reader["cmvn"] = cmvn

@@ -259,6 +259,23 @@ def single_threaded_blas():
                 set_local(_SINGLE[1])
 
 
+def in_worker_threads(pool, fn, calls) -> None:
+    """``fn(*args)`` for each ``args`` of ``calls``: the first in this thread, the others on
+    ``pool`` (a ThreadPoolExecutor), all inside one :func:`single_threaded_blas` region; where
+    that region is not to be had (another BLAS) they run in turn in this thread, and the BLAS
+    threads its own GEMMs."""
+    with single_threaded_blas() as single:
+        if not single:
+            for args in calls:
+                fn(*args)
+            return
+        futures = [pool.submit(fn, *args) for args in calls[1:]]
+        if calls:
+            fn(*calls[0])
+        for f in futures:
+            f.result()
+
+
 def candidates(rows: int, K: int, N: int) -> list[tuple[int, int]]:
     """The ``(mode, width)`` splits worth timing for ``[rows, K] @ [K, N]``."""
     out = [(WHOLE, 0)]

@@ -57,7 +57,7 @@ from asrkit.kernels.cpu._gemm import (
     ROW_MAJOR,
     TRANS,
     gemm_function,
-    single_threaded_blas,
+    in_worker_threads,
 )
 from asrkit.kernels.cpu.ctc import _exp
 from asrkit.kernels.reference.attention import key_window
@@ -431,20 +431,10 @@ def _sequence_groups(lengths, threads):
 
 
 def _run(groups, fn):
-    """``fn(g, group)`` for every group, one per thread (the first in this one), each thread's
-    BLAS calls single-threaded (``_gemm.single_threaded_blas``): the GEMMs run in parallel
-    threads of their own. Without that setting (another BLAS) the groups run one after the
-    other in this thread and the BLAS threads its own GEMMs."""
-    with single_threaded_blas() as single:
-        if not single:
-            for g, group in enumerate(groups):
-                fn(g, group)
-            return
-        futures = [_pool().submit(fn, g, group) for g, group in enumerate(groups) if g > 0]
-        if groups:
-            fn(0, groups[0])
-        for f in futures:
-            f.result()
+    """``fn(g, group)`` for every group, one per thread, each thread's BLAS calls
+    single-threaded (``_gemm.in_worker_threads``): the GEMMs run in parallel threads of their
+    own."""
+    in_worker_threads(_pool(), fn, list(enumerate(groups)))
 
 
 # --- entry points ----------------------------------------------------------------------------

@@ -41,7 +41,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from asrkit.kernels.cpu._gemm import blas_threads_local, single_threaded_blas
+from asrkit.kernels.cpu._gemm import blas_threads_local, in_worker_threads
 from asrkit.kernels.cpu.ctc import _VEC, _exp, _row_max
 from asrkit.kernels.cpu.lstm import _pool, fast_tanh
 
@@ -300,15 +300,10 @@ def _split(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 def _in_workers(bounds, fn):
-    """Run ``fn(k, r0, r1)`` for each range k, one per thread (the first in this one), each
-    with single-threaded BLAS calls (``_gemm.single_threaded_blas``): one kind of thread at a
-    time on the cores, no synchronisation between blocks."""
-    with single_threaded_blas():
-        futures = [_pool().submit(fn, k, r0, r1) for k, (r0, r1) in enumerate(bounds) if k > 0]
-        if bounds:
-            fn(0, *bounds[0])
-        for f in futures:
-            f.result()
+    """Run ``fn(k, r0, r1)`` for each range k, one per thread, each with single-threaded BLAS
+    calls (``_gemm.in_worker_threads``): one kind of thread at a time on the cores, no
+    synchronisation between blocks."""
+    in_worker_threads(_pool(), fn, [(k, r0, r1) for k, (r0, r1) in enumerate(bounds)])
 
 
 def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_lengths,
