@@ -30,6 +30,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 from numba import njit
 
@@ -273,6 +274,44 @@ def worker_pool() -> ThreadPoolExecutor:
             _POOL.append(ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
                                             thread_name_prefix="asrkit-kernel"))
         return _POOL[0]
+
+
+def kernel_threads() -> int:
+    """The threads a CPU kernel may use: numba's thread count (``NUMBA_NUM_THREADS``, or
+    ``numba.set_num_threads`` in the calling thread), so one setting governs numba's parallel
+    loops and the kernels that split work over the :func:`worker_pool` alike."""
+    return numba.get_num_threads()
+
+
+def split_rows(n: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous ranges of about equal size covering ``range(n)`` (none empty)."""
+    edges = np.linspace(0, n, max(1, min(parts, n)) + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def run_blocks(fn, bounds) -> None:
+    """``fn(r0, r1)`` for every ``(r0, r1)`` of ``bounds``: the first in this thread, the others
+    on the :func:`worker_pool` (for kernels without GEMMs; see :func:`in_worker_threads`)."""
+    pool = worker_pool() if len(bounds) > 1 else None
+    futures = [pool.submit(fn, r0, r1) for r0, r1 in bounds[1:]]
+    if bounds:
+        fn(*bounds[0])
+    for f in futures:
+        f.result()
+
+
+# Below this many units of work (about one float's load and store each) per thread, a kernel's
+# rows stay in one thread: handing a block to a pool thread costs some 20-50 us.
+MIN_WORK_PER_THREAD = 1 << 16
+
+
+def row_blocks(n: int, work_per_row: int = 1, threads: int | None = None) -> list:
+    """Bounds for :func:`run_blocks`: ``n`` rows in one contiguous range per thread
+    (``threads``, default :func:`kernel_threads`), fewer where a thread would get less than
+    :data:`MIN_WORK_PER_THREAD`."""
+    parts = threads or kernel_threads()
+    parts = max(1, min(parts, n * max(work_per_row, 1) // MIN_WORK_PER_THREAD))
+    return split_rows(n, parts)
 
 
 def in_worker_threads(fn, calls) -> None:

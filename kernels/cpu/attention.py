@@ -43,7 +43,6 @@ neither computed nor read (they may hold anything, NaN included).
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import numpy as np
 from llvmlite import ir
@@ -56,6 +55,7 @@ from asrkit.kernels.cpu._gemm import (
     TRANS,
     gemm_function,
     in_worker_threads,
+    kernel_threads,
 )
 from asrkit.kernels.cpu.ctc import _exp
 from asrkit.kernels.reference.attention import key_window
@@ -389,9 +389,9 @@ def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, l
 # --- threads -------------------------------------------------------------------------------
 
 def _deal(items, threads):
-    """``(cost, item)`` pairs dealt into ``threads`` (None: the cores) groups of about equal
-    cost, largest first to the least loaded group; empty groups are dropped."""
-    n = (os.cpu_count() or 1) if threads is None else int(threads)
+    """``(cost, item)`` pairs dealt into ``threads`` (None: numba's thread count) groups of
+    about equal cost, largest first to the least loaded group; empty groups are dropped."""
+    n = kernel_threads() if threads is None else int(threads)
     n = max(1, min(n, len(items)))
     load = [0] * n
     dealt: list[list] = [[] for _ in range(n)]
@@ -473,7 +473,7 @@ def attention_forward(q, k, v, lengths=None, num_heads=1, causal=False, chunk_si
     """The attention core on the CPU; arguments and results as the reference twin.
 
     ``q, k, v [T, B, D]`` may be strided views (e.g. thirds of a ``[T, B, 3D]`` projection)
-    with unit stride along D. ``threads`` (None: the cores) is the number of groups of
+    with unit stride along D. ``threads`` (None: numba's thread count) is the number of groups of
     (sequence, head) pairs run in parallel; ``out`` an optional ``[T, B, D]`` array (unit
     stride along D) to write into. Returns ``out`` and a :class:`CpuAttentionCache`.
     """

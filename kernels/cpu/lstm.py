@@ -73,10 +73,11 @@ from asrkit.kernels.cpu._gemm import (
     gemm_at,
     gemm_function,
     gemm_plan,
+    kernel_threads,
     matmul_rows,
     matmul_rows_into,
+    run_blocks,
     single_threaded_blas,
-    worker_pool,
 )
 from asrkit.kernels.cpu._sync import Gang, abort, barrier, cpu_count, new_barrier, yield_function
 from asrkit.kernels.reference.lstm import check_lengths, join_directions
@@ -430,7 +431,7 @@ MIN_ROWS_PER_THREAD = 4  # below this, splitting the batch over threads costs mo
 
 
 def _thread_count(threads, B) -> int:
-    n = (os.cpu_count() or 1) if threads is None else int(threads)
+    n = kernel_threads() if threads is None else int(threads)
     return max(1, min(n, B // MIN_ROWS_PER_THREAD))
 
 
@@ -454,15 +455,6 @@ def _batch_order(lengths, groups):
     edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
     bounds = [(int(edges[g]), int(edges[g + 1])) for g in range(groups) if sizes[g]]
     return order, bounds
-
-
-def _run_blocks(bounds, fn):
-    """Run ``fn(r0, r1)`` for every row block: the first in this thread, the others in the pool."""
-    futures = [worker_pool().submit(fn, r0, r1) for r0, r1 in bounds[1:]]
-    if bounds:
-        fn(*bounds[0])
-    for f in futures:
-        f.result()
 
 
 def _plans(gemm, rows, K, N, dt, proj_shape=None):
@@ -500,7 +492,7 @@ def _split_mode(proj: bool, threads: int) -> str:
 
 
 def _unit_threads(threads, H) -> int:
-    n = cpu_count() if threads is None else int(threads)
+    n = min(kernel_threads(), cpu_count()) if threads is None else int(threads)
     return max(1, min(n, H // MIN_UNITS_PER_THREAD))
 
 
@@ -602,12 +594,12 @@ def lstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths=None, reverse=False,
     Takes ``x [T, B, I]``, ``h0 [B, P]``, ``c0 [B, H]``, ``w_ih [4H, I]``, ``w_hh [4H, P]``,
     ``b_ih, b_hh [4H]``, ``lengths int[B]`` or None, ``w_hr [P, H]`` or None. Returns
     ``y [T, B, P]``, ``h_n [B, P]``, ``c_n [B, H]`` (dtype of x) and a :class:`CpuLSTMCache`.
-    ``threads`` (None: the cores) is the number of threads: without a projection they split
-    the hidden units of every step (one barrier per step), with one they split the batch into
-    blocks whose recurrences run independently. ``out``: an array ``[T, B, P]`` of x's dtype
-    with unit stride along P (e.g. one half of a BLSTM's output) to write ``y`` into; it is
-    returned as ``y``. The cache references ``x`` and ``y``: overwrite neither before the
-    backward.
+    ``threads`` (None: numba's thread count) is the number of threads: without a projection
+    they split the hidden units of every step (one barrier per step), with one they split the
+    batch into blocks whose recurrences run independently. ``out``: an array ``[T, B, P]`` of
+    x's dtype with unit stride along P (e.g. one half of a BLSTM's output) to write ``y``
+    into; it is returned as ``y``. The cache references ``x`` and ``y``: overwrite neither
+    before the backward.
     """
     x = np.asarray(x)
     dt = x.dtype if x.dtype in (np.float32, np.float64) else np.dtype(np.float32)
@@ -664,7 +656,7 @@ def lstm_forward(x, h0, c0, w_ih, w_hh, b_ih, b_hh, lengths=None, reverse=False,
                             w_rec, w_proj, bias, h, c, gates, cs, y, ms, rec, m_step, h_new,
                             proj)
 
-    _run_blocks(bounds, recurrence)
+    run_blocks(recurrence, bounds)
     cache = CpuLSTMCache(x, gates, cs, y, ms if proj else None, h0c, c0c, lengths, order,
                          bounds, bool(reverse), w_ih, w_hh, w_hr, split=split, threads=threads)
     inv = np.argsort(order)
@@ -783,7 +775,7 @@ def lstm_backward(dy, dh_n, dc_n, cache: CpuLSTMCache):
                              cache.w_hh, w_hr, gates, cache.c, cache.c0, dy, dh, dc, dg_step,
                              rec, dhs, dh_step, dm, proj)
 
-    _run_blocks(cache.bounds, recurrence)
+    run_blocks(recurrence, cache.bounds)
 
     dg2 = gates.reshape(T * B, 4 * H)  # now the gate gradients, zero on padding
     dx = np.matmul(dg2, cache.w_ih).reshape(T, B, In)

@@ -37,11 +37,15 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba import njit, prange
 
-from asrkit.kernels.cpu._gemm import blas_threads_local, in_worker_threads
+from asrkit.kernels.cpu._gemm import (
+    blas_threads_local,
+    in_worker_threads,
+    kernel_threads,
+    split_rows,
+)
 from asrkit.kernels.cpu.ctc import _VEC, _exp, _row_max
 from asrkit.kernels.cpu.lstm import fast_tanh
 
@@ -293,12 +297,6 @@ def _scatter_hidden_grads(dh, h, rows, d_enc, d_pred):
             dp[j] += a
 
 
-def _split(n: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous ranges of about equal size covering ``range(n)`` (none empty)."""
-    edges = np.linspace(0, n, max(1, min(parts, n)) + 1).round().astype(int)
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-
-
 def _in_workers(bounds, fn):
     """Run ``fn(k, r0, r1)`` for each range k, one per thread, each with single-threaded BLAS
     calls (``_gemm.in_worker_threads``): one kind of thread at a time on the cores, no
@@ -333,7 +331,7 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
     tg, il, tl = _ints(targets, input_lengths, target_lengths)
     blank = int(blank)
     lse, lpb, lpl, pb, pl = _node_arrays(B, T, U1)
-    workers = 1 if blas_threads_local() is None else max(1, int(threads or numba.get_num_threads()))
+    workers = 1 if blas_threads_local() is None else max(1, int(threads or kernel_threads()))
 
     rows = _node_rows(il, tl)
 
@@ -347,12 +345,12 @@ def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_len
             np.matmul(h[:n], w_aug_t, out=z[:n])
             _block_stats(z[:n], rb, tg, tl, blank, lse, lpb, lpl)
 
-    _in_workers(_split(rows.shape[0], workers), forward)
+    _in_workers(split_rows(rows.shape[0], workers), forward)
     costs = np.empty(B)
     _lattice(lpb, lpl, il, tl, costs, pb, pl)
 
     kept = _kept_rows(rows, pb, pl, float(prune))
-    bounds = _split(kept.shape[0], workers)
+    bounds = split_rows(kept.shape[0], workers)
     # each worker adds into its own gradients (nodes of two ranges may share a frame, and all
     # share label positions and the weights); the first worker's are the results
     acc = [(np.zeros((T, B, H), dt), np.zeros((U1, B, H), dt), np.zeros((V, H + 1), dt))
