@@ -75,3 +75,52 @@ def test_normalization_matches_the_twin(rng, device, lengths):
                                               dev(s, device), rstd, lengths, train),
                         ref.batch_norm_backward(g, xhat_ref, s, rstd, lengths, train)):
             np.testing.assert_allclose(host(a), r, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,lengths", [((4, 3, 2, 5), LENGTHS), ((4, 3, 5), None),
+                                           ((300, 4, 256), np.array([300, 120, 299, 1]))])
+def test_cpu_normalization_matches_the_twin(rng, dtype, shape, lengths):
+    """The numba kernels (split over two threads' blocks on the big shape) against the twin;
+    the scale and bias gradients come back summed to [D]."""
+    from asrkit.kernels.cpu import _gemm
+    from asrkit.kernels.cpu import normalization as cpu
+
+    if shape[0] == 300:
+        assert len(_gemm.row_blocks(300 * 4, 3 * 256, threads=2)) == 2
+    x = (rng.standard_normal(shape) * 3 + 2).astype(dtype)
+    D = shape[-1]
+    s, b = rng.standard_normal(D).astype(dtype), rng.standard_normal(D).astype(dtype)
+    g = rng.standard_normal(shape).astype(dtype)
+    if lengths is not None:
+        g *= ref.valid_mask(g, lengths)
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-12)
+
+    def check(mine, theirs):
+        for a, r in zip(mine, theirs):
+            r = r.reshape(-1, D).sum(0) if a.shape == (D,) and r.shape != (D,) else r
+            assert a.dtype == dtype
+            np.testing.assert_allclose(a, r, **tol)
+
+    y, state = cpu.layer_norm(x, s, b)
+    y_ref, state_ref = ref.layer_norm(x, s, b)
+    check([y, *state], [y_ref, *state_ref])
+    check(cpu.layer_norm_backward(g, state, s), ref.layer_norm_backward(g, state_ref, s))
+    mean, var, n = cpu.batch_stats(x, lengths)
+    mean_r, var_r, n_r = ref.batch_stats(x, lengths)
+    assert n == n_r
+    check([mean, var], [mean_r, var_r])
+    rstd = (1 / np.sqrt(var_r + 1e-5)).astype(dtype)
+    check(cpu.batch_norm(x, s, b, mean_r, rstd, lengths),
+          ref.batch_norm(x, s, b, mean_r, rstd, lengths))
+    xhat = ref.batch_norm(x, s, b, mean_r, rstd, lengths)[1]
+    for train in (n_r, None):
+        check(cpu.batch_norm_backward(g, xhat, s, rstd, lengths, train),
+              ref.batch_norm_backward(g, xhat, s, rstd, lengths, train))
+
+
+def test_cpu_batch_stats_refuse_an_empty_batch():
+    from asrkit.kernels.cpu import normalization as cpu
+
+    with pytest.raises(ValueError, match="empty batch"):
+        cpu.batch_stats(np.ones((3, 2, 4), np.float32), np.array([0, 0]))
