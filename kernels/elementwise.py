@@ -127,6 +127,22 @@ def sigmoid_grad(g, x, y, p, q):
     return g * y * (1.0 - y)
 
 
+def swish(x, p, q):  # x * sigmoid(x): SiLU
+    if x >= 0:
+        return x / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return x * e / (1.0 + e)
+
+
+def swish_grad(g, x, y, p, q):  # sigmoid(x) * (1 + x * (1 - sigmoid(x)))
+    if x >= 0:
+        s = 1.0 / (1.0 + math.exp(-x))
+    else:
+        e = math.exp(x)
+        s = e / (1.0 + e)
+    return g * s * (1.0 + x * (1.0 - s))
+
+
 def relu(x, p, q):
     return x if x > 0 else 0.0
 
@@ -187,6 +203,7 @@ UNARY: dict[str, Unary] = {
     "abs": Unary(abs_, abs_grad, "x", True, np.abs),
     "tanh": Unary(tanh, tanh_grad, "y", True, np.tanh),
     "sigmoid": Unary(sigmoid, sigmoid_grad, "y", False),
+    "swish": Unary(swish, swish_grad, "x", True),
     "relu": Unary(relu, relu_grad, "x", True),
     "leaky_relu": Unary(leaky_relu, leaky_relu_grad, "x", True, params=(("alpha", 0.01),)),
     "elu": Unary(elu, elu_grad, "xy", True, params=(("alpha", 1.0),)),
@@ -332,3 +349,15 @@ def binary_grad(name, g, a, b, y, want=(True, True), out=None, device=None):
     None for that input. A pass-through gradient is ``g`` itself. out: where the cpu may write
     ``ga`` (``g`` itself, when its owner allows)."""
     return _module(device, g).binary_grad(name, g, a, b, y, want, out)
+
+
+def glu(x, axis=-1, device=None):
+    """Gated linear unit ``a * sigmoid(b)`` of the first and second halves ``a``, ``b`` of
+    ``axis`` of float array ``x`` (even size there) -> x's shape with that axis halved."""
+    return _module(device, x).glu(x, axis)
+
+
+def glu_backward(g, x, axis=-1, device=None):
+    """Gradient of :func:`glu` with respect to ``x`` (x's shape) for the output gradient
+    ``g``."""
+    return _module(device, g, x).glu_backward(g, x, axis)

@@ -56,6 +56,7 @@ from asrkit.ops.elementwise import (
     square,
     stop_gradient,
     sub,
+    swish,
     tanh,
 )
 from asrkit.ops.embedding import embedding
@@ -116,6 +117,7 @@ __all__ = [
     "sequence_last", "sequence_lengths",
     "sequence_max", "sequence_mean", "sequence_reverse", "sequence_sum", "sigmoid", "slice_axis",
     "softmax", "softplus", "splice", "splice_frames", "sqrt", "square", "squeeze", "stack",
-    "stack_frames", "stop_gradient", "sub", "subsample_frames", "sum_all", "swapaxes", "tanh",
+    "stack_frames", "stop_gradient", "sub", "subsample_frames", "sum_all", "swapaxes", "swish",
+    "tanh",
     "times", "transducer_greedy_errors", "transducer_loss", "transpose",
 ]

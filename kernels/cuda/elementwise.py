@@ -5,7 +5,8 @@ row; the row's scalar function is compiled as a device function), so every op sh
 path. Values go through float64 registers and are stored in the output's dtype.
 
 Binary operands whose shape is a suffix of the output's (a bias ``[D]`` on ``[T, B, D]``) are
-read modulo their size; other broadcasts are materialised first (a strided gather).
+read modulo their size; other broadcasts are materialised first (a strided gather). The GLU
+has a kernel pair of its own over ``x`` seen as ``[R, 2, M]`` (the halves of its axis).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from asrkit.kernels.cuda.layout import (
     launch,
     suffix_broadcasts,
 )
-from asrkit.kernels.elementwise import BINARY, UNARY
+from asrkit.kernels.elementwise import BINARY, UNARY, sigmoid
 
 UNARY_CODE = {name: k for k, name in enumerate(UNARY)}
 BINARY_CODE = {name: k for k, name in enumerate(BINARY)}
@@ -139,3 +140,54 @@ def binary_grad(name, g, a, b, y, want=(True, True), out=None):
                 _binary_bwd[launch(g.size)](code, *ops, flat(res))
             grads.append(res)
     return tuple(grads)
+
+
+_sigmoid = cuda.jit(device=True)(sigmoid)
+
+
+@cuda.jit
+def _glu_fwd(x, M, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        j = (i // M) * 2 * M + i % M
+        out[i] = float(x[j]) * _sigmoid(float(x[j + M]), 0.0, 0.0)
+
+
+@cuda.jit
+def _glu_bwd(g, x, M, out):
+    i = cuda.grid(1)
+    if i < g.size:
+        j = (i // M) * 2 * M + i % M
+        s = _sigmoid(float(x[j + M]), 0.0, 0.0)
+        gi = float(g[i])
+        out[j] = gi * s
+        out[j + M] = gi * float(x[j]) * s * (1.0 - s)
+
+
+def _halves(shape, axis):
+    """``(shape with axis halved, M)``: x seen as ``[R, 2, M]``."""
+    shape = list(int(d) for d in shape)
+    axis = axis % len(shape)
+    shape[axis] //= 2
+    return shape, int(np.prod(shape[axis:], dtype=np.int64))
+
+
+def glu(x, axis=-1):
+    """Gated linear unit ``a * sigmoid(b)`` of the halves of ``axis`` (float device array)."""
+    if not _floats(x):
+        raise ValueError(f"glu (cuda): need a float array, got {x.dtype}")
+    shape, M = _halves(x.shape, axis)
+    out = empty(shape, x.dtype)
+    if out.size:
+        _glu_fwd[launch(out.size)](flat(contiguous(x)), M, flat(out))
+    return out
+
+
+def glu_backward(g, x, axis=-1):
+    """Gradient of :func:`glu` with respect to ``x`` (x's shape, g's dtype)."""
+    _, M = _halves(x.shape, axis)
+    out = empty(tuple(x.shape), g.dtype)
+    if g.size:
+        _glu_bwd[launch(g.size)](flat(contiguous(g)), flat(_cast(contiguous(x), g.dtype)), M,
+                                 flat(out))
+    return out

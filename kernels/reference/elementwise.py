@@ -36,6 +36,8 @@ UNARY = {  # name: (forward(x, p, q), gradient(g, x, y, p, q))
     "abs": (lambda x, p, q: np.abs(x), lambda g, x, y, p, q: g * np.sign(x)),
     "tanh": (lambda x, p, q: np.tanh(x), lambda g, x, y, p, q: g * (1 - y * y)),
     "sigmoid": (lambda x, p, q: _sigmoid(x), lambda g, x, y, p, q: g * y * (1 - y)),
+    "swish": (lambda x, p, q: x * _sigmoid(x),
+              lambda g, x, y, p, q: g * _sigmoid(x) * (1 + x * (1 - _sigmoid(x)))),
     "relu": (lambda x, p, q: np.maximum(x, 0), lambda g, x, y, p, q: g * (x > 0)),
     "leaky_relu": (lambda x, p, q: np.where(x > 0, x, p * x),
                    lambda g, x, y, p, q: g * np.where(x > 0, 1.0, p)),
@@ -104,3 +106,16 @@ def binary_grad(name, g, a, b, y, want=(True, True), out=None):
     with np.errstate(divide="ignore", invalid="ignore"):
         return tuple(np.asarray(np.broadcast_to(f(g, a, b, y), g.shape), g.dtype) if w else None
                      for f, w in zip((fa, fb), want))
+
+
+def glu(x, axis=-1):
+    """Gated linear unit: ``a * sigmoid(b)`` of the halves ``a``, ``b`` of ``axis`` (even)."""
+    a, b = np.split(np.asarray(x, _float(x)), 2, axis=axis)
+    return a * _sigmoid(b)
+
+
+def glu_backward(g, x, axis=-1):
+    """Gradient of :func:`glu` with respect to ``x`` for the output gradient ``g``."""
+    a, b = np.split(np.asarray(x, _float(x, g)), 2, axis=axis)
+    s = _sigmoid(b)
+    return np.concatenate([g * s, g * a * s * (1 - s)], axis=axis)

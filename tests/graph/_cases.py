@@ -267,7 +267,8 @@ def _ce(smoothing):
 CASES = {
     "neg": _unary(O.neg), "exp": _unary(O.exp), "log": _unary(O.log, positive=True),
     "sqrt": _unary(O.sqrt, positive=True), "abs": _unary(O.abs), "tanh": _unary(O.tanh),
-    "sigmoid": _unary(O.sigmoid), "relu": _unary(O.relu), "leaky_relu": _unary(O.leaky_relu),
+    "sigmoid": _unary(O.sigmoid), "swish": _unary(O.swish), "relu": _unary(O.relu),
+    "leaky_relu": _unary(O.leaky_relu),
     "elu": _unary(O.elu), "gelu": _unary(O.gelu), "softplus": _unary(O.softplus),
     "clip": _unary(O.clip, min_value=-0.5, max_value=0.7), "identity": _unary(O.identity),
     "add": _binary(O.add), "sub": _binary(O.sub), "mul": _binary(O.mul),
@@ -331,6 +332,15 @@ def _depthwise(padding):
     return build
 
 
+def _glu(axis):
+    def build(rng):
+        from asrkit.ops.activations import glu
+
+        x, fx = seq(rng, dims=(4, 6))
+        return glu(x, axis), {x: fx}, {}
+    return build
+
+
 def _conv2d(rng):
     from asrkit.ops.conv2d import conv2d
 
@@ -344,5 +354,5 @@ CASES.update({
     "mhsa[chunked]": _mhsa(chunk_size=2, left_chunks=0),
     "positional_encoding": _positional_encoding,
     "depthwise_conv1d": _depthwise("same"), "depthwise_conv1d[causal]": _depthwise("causal"),
-    "conv2d": _conv2d,
+    "conv2d": _conv2d, "glu": _glu(-1), "glu[axis0]": _glu(0),
 })

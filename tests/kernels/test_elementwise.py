@@ -15,6 +15,7 @@ TORCH_UNARY = {
     "log": lambda x, p, q: torch.log(x),
     "sqrt": lambda x, p, q: torch.sqrt(x), "abs": lambda x, p, q: torch.abs(x),
     "tanh": lambda x, p, q: torch.tanh(x), "sigmoid": lambda x, p, q: torch.sigmoid(x),
+    "swish": lambda x, p, q: F.silu(x),
     "relu": lambda x, p, q: F.relu(x), "leaky_relu": lambda x, p, q: F.leaky_relu(x, p),
     "elu": lambda x, p, q: F.elu(x, p), "softplus": lambda x, p, q: F.softplus(x),
     "gelu": lambda x, p, q: F.gelu(x), "clip": lambda x, p, q: torch.clamp(x, p, q),
@@ -147,3 +148,56 @@ def test_cpu_gradient_may_write_into_g(rng):
     assert ga is g
     np.testing.assert_allclose(ga, want[0], rtol=1e-14)
     np.testing.assert_allclose(gb, want[1], rtol=1e-14)
+
+
+def test_reference_glu_matches_torch(rng):
+    x = rng.standard_normal((4, 3, 6))
+    g = rng.standard_normal((4, 3, 3))
+    for axis in (-1, 0):
+        t = torch.tensor(x, requires_grad=True)
+        y_t = F.glu(t, dim=axis)
+        gy = g if axis == -1 else rng.standard_normal(y_t.shape)
+        y_t.backward(torch.tensor(gy))
+        np.testing.assert_allclose(ew.glu(x, axis, device="reference"), y_t.detach().numpy(),
+                                   rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(ew.glu_backward(gy, x, axis, device="reference"),
+                                   t.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,axis", [((3, 2, 8), -1), ((4, 6, 5), 1), ((2, 3, 2, 4), 0)])
+def test_glu_devices_match_reference(rng, device, dtype, shape, axis):
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    y_ref = ew.glu(x, axis, device="reference")
+    g = rng.standard_normal(y_ref.shape).astype(dtype)
+    gx_ref = ew.glu_backward(g, x, axis, device="reference")
+    y = ew.glu(_dev(x, device), axis, device=device)
+    gx = ew.glu_backward(_dev(g, device), _dev(x, device), axis, device=device)
+    tol = 2e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(_host(y), y_ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(_host(gx), gx_ref, rtol=tol, atol=tol)
+    assert _host(y).dtype == dtype and _host(gx).dtype == dtype
+
+
+@pytest.mark.parametrize("name", sorted(__import__("asrkit.kernels.cpu.elementwise",
+                                                   fromlist=["FAST"]).FAST))
+def test_cpu_vectorised_rows_split_over_threads_match_reference(rng, name):
+    """Arrays of several threads' blocks (``row_blocks``) take the njit loops; a strided view
+    takes the ufunc; both agree with the twin, written into ``out`` or not."""
+    from asrkit.kernels.cpu import _gemm
+
+    x = (rng.standard_normal((300, 2, 512)) * 4).astype(np.float32)
+    assert len(_gemm.row_blocks(x.size, threads=2)) == 2
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    y_ref = ew.unary(name, x, device="reference")
+    gx_ref = ew.unary_grad(name, g, x, y_ref, device="reference")
+    for xv, gv, yv, rv, gr in ((x, g, y_ref, y_ref, gx_ref),
+                               (x[:, :, ::2], g[:, :, ::2], y_ref[:, :, ::2], y_ref[:, :, ::2],
+                                gx_ref[:, :, ::2])):
+        out = np.empty(xv.shape, np.float32)
+        y = ew.unary(name, xv, out=out, device="cpu")
+        assert y is out
+        np.testing.assert_allclose(y, rv, rtol=2e-6, atol=2e-6)
+        gx = ew.unary_grad(name, gv, xv, yv, device="cpu")
+        np.testing.assert_allclose(gx, gr, rtol=2e-6, atol=2e-6)
