@@ -3,7 +3,7 @@
 The executor keeps the invariants of DESIGN.md's "Sequences": every sequence value has zeros on
 its padding frames and every gradient flowing into a sequence node is zero there, so padding never
 reaches a loss, a gradient or a statistic. Ops flagged ``keeps_padding_zero`` preserve that by
-themselves; the engine masks the others.
+themselves (``grad_keeps_padding_zero``: in their backward only); the engine masks the others.
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ class Executor:
             gi = be.unbroadcast(gi, shapes[i])
             exclusive = gi is gi0 and sum(x is gi for x in gs) == 1 and (
                 (gi is g and ctx.g_writable) or (gi is not g and _fresh(gi)))
-            if i in lengths and not op.keeps_padding_zero:
+            if i in lengths and not op.grad_keeps_padding_zero:
                 gi = be.zero_padding(gi, lengths[i], copy=not exclusive)
                 exclusive = exclusive or gi is not gi0
             if i in grads:

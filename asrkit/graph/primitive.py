@@ -47,6 +47,10 @@ class Primitive:
     needs:          what backward reads: input indices and/or "out"; others may be freed early
     keeps_padding_zero: zero padding in -> zero padding out, and zero g on padding gives zero
                     input gradients on padding (so the engine may skip masking)
+    grad_keeps_padding_zero: the backward half of that alone (default: keeps_padding_zero),
+                    for ops whose output needs masking but whose input gradients do not:
+                    ``a + b`` with a bias ``b``, layer norm (the engine's mask of their
+                    pass-through gradients was a copy of an array already zero there)
     out_shape:      ``f(*xs, **attrs) -> shape`` when forward accepts ``out=`` (buffer reuse)
     inplace:        ``out`` may be the buffer of input 0 (elementwise ops)
     view:           the output may alias input 0's memory (reshape, transpose, identity)
@@ -60,8 +64,9 @@ class Primitive:
 
     def __init__(self, name: str, arg_names, shape_rule: Callable, forward: Callable,
                  backward: Callable | None = None, *, lengths_rule=None, needs=None,
-                 keeps_padding_zero=False, out_shape=None, inplace=False, view=False,
-                 cheap=False, stateful=False, stochastic=False, cuda=None, cuda_backward=None):
+                 keeps_padding_zero=False, grad_keeps_padding_zero=None, out_shape=None,
+                 inplace=False, view=False, cheap=False, stateful=False, stochastic=False,
+                 cuda=None, cuda_backward=None):
         if name in PRIMITIVES:
             raise ValueError(f"primitive {name!r} is already registered")
         self.name = name
@@ -73,6 +78,8 @@ class Primitive:
         n = len(self.arg_names)
         self.needs = frozenset(range(n)) | {"out"} if needs is None else frozenset(needs)
         self.keeps_padding_zero = keeps_padding_zero
+        self.grad_keeps_padding_zero = keeps_padding_zero if grad_keeps_padding_zero is None \
+            else grad_keeps_padding_zero
         self.out_shape = out_shape
         self.inplace = inplace
         self.view = view

@@ -3,8 +3,8 @@
 ``depthwise_conv1d(x, W)`` is torch's ``Conv1d(C, C, K, groups=C, padding=(K-1)//2, bias=False)``
 on ``[T, B, C]`` sequences (``padding="causal"``: only past frames, for streaming). Taps past a
 sequence's end read zeros, as the engine keeps padding zero: the output of a sequence never
-depends on what follows it in the batch. Kernels: :mod:`asrkit.kernels.reference.conv` (the CPU
-path) and its CUDA twin.
+depends on what follows it in the batch. Kernels: :mod:`asrkit.kernels.cpu.conv` and the CUDA
+ones, twins of :mod:`asrkit.kernels.reference.conv`.
 """
 
 from __future__ import annotations

@@ -108,10 +108,14 @@ def _binary(name, doc):
     def cuda_fwd(ctx, a, b):
         return fwd(ctx, a, b) if _floats(a, b) else NotImplemented
 
+    # gradients that pass g on (None) or negate it are zero wherever g is, whatever the forward
+    # does to padding (a bias)
+    passes_g = all(f is None or f is ew.sub_grad_b for f in (row.grad_a, row.grad_b))
     prim = Primitive(name, ("a", "b"), _broadcast_rule, fwd, bwd,
                      needs=_needs(row.reads, {"a": 0, "b": 1, "y": "out"}),
-                     keeps_padding_zero=row.zero, out_shape=_out_shape, inplace=True, cheap=True,
-                     cuda=cuda_fwd, cuda_backward=bwd)
+                     keeps_padding_zero=row.zero, grad_keeps_padding_zero=row.zero or passes_g,
+                     out_shape=_out_shape, inplace=True, cheap=True, cuda=cuda_fwd,
+                     cuda_backward=bwd)
 
     def op(a, b, name=""):
         return bind(prim, [a, b], name=name)

@@ -1,7 +1,8 @@
 """Layer normalisation and batch normalisation (statistics over valid frames only).
 
-The kernels (:mod:`asrkit.kernels.reference.normalization` on the cpu, its CUDA twin on the
-device) normalise; the ops keep batch norm's running statistics.
+The kernels (:mod:`asrkit.kernels.cpu.normalization` on the cpu, the CUDA ones on the device,
+both twins of :mod:`asrkit.kernels.reference.normalization`) normalise; the ops keep batch
+norm's running statistics.
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ def _ln_bwd(ctx, g, y, x, scale, bias, eps=1e-5, state=None):
     return kernel("normalization", "layer_norm_backward", ctx.device)(g, state, scale)
 
 
+# zero frames normalise to xhat = 0 (the bias makes the output nonzero there), and zero g
+# with xhat = 0 gives gx = 0: the input gradient needs no mask
 layer_norm_p = Primitive("layer_norm", ("x", "scale", "bias"), _norm_rule, _ln_fwd, _ln_bwd,
-                         needs=(1,), stateful=True, cuda=_ln_fwd, cuda_backward=_ln_bwd)
+                         needs=(1,), stateful=True, grad_keeps_padding_zero=True, cuda=_ln_fwd,
+                         cuda_backward=_ln_bwd)
 
 
 def layer_norm(x, scale, bias, eps=1e-5, name=""):
@@ -91,9 +95,10 @@ def _bn_bwd(ctx, g, y, x, scale, bias, running_mean, running_var, eps=1e-5, mome
     return gx, gscale, gbias, None, None
 
 
+# the kernels zero the input gradient on padding frames themselves
 batch_norm_p = Primitive("batch_norm", ("x", "scale", "bias", "running_mean", "running_var"),
-                         _norm_rule, _bn_fwd, _bn_bwd, needs=(1,), stateful=True, cuda=_bn_fwd,
-                         cuda_backward=_bn_bwd)
+                         _norm_rule, _bn_fwd, _bn_bwd, needs=(1,), stateful=True,
+                         grad_keeps_padding_zero=True, cuda=_bn_fwd, cuda_backward=_bn_bwd)
 
 
 def batch_norm(x, scale, bias, running_mean, running_var, eps=1e-5, momentum=0.1, name=""):

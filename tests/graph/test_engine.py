@@ -63,6 +63,27 @@ def test_padding_is_zero_in_values_and_gradients(rng):
     assert np.isnan(data[3, 1, 0])  # the caller's array is untouched
 
 
+@pytest.mark.parametrize("train", [True, False])
+def test_unmasked_gradients_of_bias_add_and_norms_stay_zero_on_padding(rng, train):
+    """``a + b``, ``a - b``, layer norm and batch norm leave their input gradients unmasked
+    (``grad_keeps_padding_zero``): they are zero on padding by themselves, and the values that
+    their outputs feed are masked as before."""
+    x = input_variable(4)
+    b = parameter(4, init=rng.standard_normal(4))
+    one, zero = parameter(4, init=1.0), parameter(4, init=0.0)
+    h = O.layer_norm(x - b, one, zero) + b
+    h = O.batch_norm(h, one, zero, parameter(4, init=0.0, trainable=False),
+                     parameter(4, init=1.0, trainable=False))
+    y = O.tanh(h) * (x + b)
+    data = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    feeds = {x: (data, [5, 2, 4])}
+    out = y.eval(feeds, train=train)
+    assert not out.data[2:, 1].any() and not out.data[4:, 2].any()
+    g = grad(O.sum_all(y), wrt=[x, b], inputs=feeds, train=train)
+    assert not g[x][2:, 1].any() and not g[x][4:, 2].any()
+    assert np.all(np.isfinite(g[b]))
+
+
 def test_mean_all_counts_only_valid_frames():
     x = input_variable(1)
     data = np.array([[[1.0], [5.0]], [[3.0], [7.0]]], np.float32)
