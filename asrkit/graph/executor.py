@@ -19,6 +19,7 @@ from asrkit.graph.node import Constant, Input, Parameter
 from asrkit.graph.planner import BWD, Plan
 from asrkit.graph.primitive import OpContext
 from asrkit.graph.sequence import Sequence, zero_padding
+from asrkit.utils.memory import keep_freed_memory
 
 _PLANS: OrderedDict = OrderedDict()
 _MAX_PLANS = 64
@@ -128,6 +129,7 @@ class Executor:
         self.plan = plan
         self.backend = get_backend(device)
         self.device = device
+        keep_freed_memory()  # steps reuse the last step's freed memory (no fresh pages)
 
     def _slot_out(self, step, xs, attrs):
         plan = self.plan
