@@ -103,35 +103,61 @@ def _call(fn, args, out):
 
 
 # -- vectorised rows: njit loops over flat ranges [i0, i1) of contiguous arrays -----------------
-# (each loop runs over slices from 0: an index that numba cannot prove non-negative carries a
-# wrap-around select per access, which keeps LLVM from vectorising the loop: 6x slower)
+# Each loop runs over slices from 0 (an index that numba cannot prove non-negative carries a
+# wrap-around select per access, which keeps LLVM from vectorising the loop) and writes CHUNK
+# results at a time into a scratch array before copying them out (a loop: a slice assignment
+# is slower): the result may be written over an input (``out=g`` in the engine's in-place
+# backward), and LLVM vectorises a loop only after a run-time check that its output does not
+# overlap its inputs (a Swish gradient written over g ran scalar: 21 ms instead of 3.7 ms on
+# [500, 8, 1024]).
+CHUNK = 1024
+
+
 @njit(**_OPTS)
 def _sigmoid_fwd(x, y, i0, i1):
-    x, y = x[i0:i1], y[i0:i1]
-    for i in range(x.size):
-        y[i] = _sigmoid(x[i])
+    buf = np.empty(CHUNK, y.dtype)
+    for c in range(i0, i1, CHUNK):
+        xs, ys = x[c:min(c + CHUNK, i1)], y[c:min(c + CHUNK, i1)]
+        for i in range(xs.size):
+            buf[i] = _sigmoid(xs[i])
+        for i in range(xs.size):
+            ys[i] = buf[i]
 
 
 @njit(**_OPTS)
 def _sigmoid_grad(g, x, y, gx, i0, i1):
-    g, y, gx = g[i0:i1], y[i0:i1], gx[i0:i1]
-    for i in range(g.size):
-        gx[i] = g[i] * y[i] * (1 - y[i])
+    buf = np.empty(CHUNK, gx.dtype)
+    for c in range(i0, i1, CHUNK):
+        gs, ys = g[c:min(c + CHUNK, i1)], y[c:min(c + CHUNK, i1)]
+        for i in range(gs.size):
+            buf[i] = gs[i] * ys[i] * (1 - ys[i])
+        gxs = gx[c:min(c + CHUNK, i1)]
+        for i in range(gs.size):
+            gxs[i] = buf[i]
 
 
 @njit(**_OPTS)
 def _swish_fwd(x, y, i0, i1):
-    x, y = x[i0:i1], y[i0:i1]
-    for i in range(x.size):
-        y[i] = x[i] * _sigmoid(x[i])
+    buf = np.empty(CHUNK, y.dtype)
+    for c in range(i0, i1, CHUNK):
+        xs, ys = x[c:min(c + CHUNK, i1)], y[c:min(c + CHUNK, i1)]
+        for i in range(xs.size):
+            buf[i] = xs[i] * _sigmoid(xs[i])
+        for i in range(xs.size):
+            ys[i] = buf[i]
 
 
 @njit(**_OPTS)
 def _swish_grad(g, x, y, gx, i0, i1):
-    g, x, gx = g[i0:i1], x[i0:i1], gx[i0:i1]
-    for i in range(g.size):
-        s = _sigmoid(x[i])
-        gx[i] = g[i] * s * (1 + x[i] * (1 - s))
+    buf = np.empty(CHUNK, gx.dtype)
+    for c in range(i0, i1, CHUNK):
+        gs, xs = g[c:min(c + CHUNK, i1)], x[c:min(c + CHUNK, i1)]
+        for i in range(gs.size):
+            s = _sigmoid(xs[i])
+            buf[i] = gs[i] * s * (1 + xs[i] * (1 - s))
+        gxs = gx[c:min(c + CHUNK, i1)]
+        for i in range(gs.size):
+            gxs[i] = buf[i]
 
 
 # row: (forward(x, y, i0, i1), gradient(g, x, y, gx, i0, i1)); a gradient kernel is passed g
