@@ -7,6 +7,7 @@ import numpy as np
 from asrkit.graph.broadcast import broadcast_type
 from asrkit.graph.node import bind
 from asrkit.graph.primitive import Primitive, Type
+from asrkit.kernels._device import kernel
 from asrkit.ops._rules import float_dtype
 
 
@@ -24,23 +25,14 @@ def _times_rule(prim, x, W):
 
 
 def _times_fwd(ctx, x, W, out=None):
-    # One GEMM over the folded leading axes: numpy would run [T, B, I] @ [I, O] as T small ones.
-    x2 = x.reshape(-1, x.shape[-1])
-    shape = x.shape[:-1] + W.shape[1:]
-    if out is not None:
-        np.matmul(x2, W, out=out.reshape(x2.shape[0], *W.shape[1:]))
-        return out
-    return np.matmul(x2, W).reshape(shape)
+    # One GEMM over the folded leading axes (numpy would run [T, B, I] @ [I, O] as T small
+    # ones); on the cpu one per sequence over its valid frames (kernels/cpu/linalg.py).
+    return kernel("linalg", "times", ctx.device)(x, W, ctx.in_lengths[0], out)
 
 
 def _times_bwd(ctx, g, y, x, W):
-    gx = gW = None
-    g2 = g.reshape(-1, W.shape[1]) if W.ndim == 2 else g.reshape(-1)
-    if ctx.needs_grad[0]:
-        gx = (g2 @ W.T if W.ndim == 2 else g2[:, None] * W).reshape(x.shape)
-    if ctx.needs_grad[1]:
-        gW = x.reshape(-1, x.shape[-1]).T @ g2
-    return gx, gW
+    return kernel("linalg", "times_backward", ctx.device)(g, x, W, ctx.in_lengths[0],
+                                                           tuple(ctx.needs_grad))
 
 
 def _rows(a):
