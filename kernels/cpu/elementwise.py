@@ -9,9 +9,9 @@ per element for exp, log, tanh). Integer inputs are computed in float32.
 
 A ufunc's loop calls the scalar function once per element, and a row built on ``math.exp``
 calls libm once per element: the sigmoid of ``[500, 8, 1024]`` float32 took 17 ms. The rows
-of :data:`FAST` (sigmoid and Swish, forward and gradient) therefore have njit loops over
+of :data:`FAST` (the sigmoid, Swish and its gradient) therefore have njit loops over
 contiguous arrays instead, whose sigmoid takes ``e^-|x|`` from a polynomial that LLVM
-vectorises (:func:`_exp_nonpositive32`, relative error < 2e-7, so sigmoid and Swish keep their
+vectorises (``attention.fast_exp``, relative error < 1e-7, so sigmoid and Swish keep their
 relative precision where they are tiny; float64 through ``ctc._exp``): 1.3 ms there, and the
 loop is split over the kernel threads (``_gemm.row_blocks``). Other layouts take the ufunc. The
 GLU (``a * sigmoid(b)`` of the two halves of an axis) is one such loop forward and one backward.
@@ -22,68 +22,34 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from llvmlite import ir
 from numba import njit, types, vectorize
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
 from asrkit.kernels.cpu._gemm import row_blocks, run_blocks
-from asrkit.kernels.cpu.ctc import _exp
+from asrkit.kernels.cpu.attention import fast_exp
 from asrkit.kernels.elementwise import BINARY, UNARY
 
 _OPTS = {"cache": True, "nogil": True, "error_model": "numpy", "fastmath": {"contract"}}
-_F = np.float32
-# e^x = 2^k e^r, |r| <= ln2 / 2, e^r by its Taylor polynomial to r^7 (truncation < 6e-9)
-_LOG2E, _LN2_HI, _LN2_LO = _F(1.4426950408889634), _F(0.693359375), _F(-2.12194440e-4)
-
-
-@intrinsic
-def _int32_bits_as_float32(typingctx, bits):
-    """Reinterpret an int32 as the float32 with the same bits (a vectorisable bitcast)."""
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.int32), codegen
-
-
-@njit(inline="always", **_OPTS)
-def _exp_nonpositive32(x):
-    """e^x for a float32 x <= 0 (below -87, e^-87), vectorisable; relative error < 2e-7."""
-    x = max(x, _F(-87.0))
-    k = np.floor(x * _LOG2E + _F(0.5))
-    r = x - k * _LN2_HI - k * _LN2_LO
-    p = _F(1.0 / 5040.0)
-    p = p * r + _F(1.0 / 720.0)
-    p = p * r + _F(1.0 / 120.0)
-    p = p * r + _F(1.0 / 24.0)
-    p = p * r + _F(1.0 / 6.0)
-    p = p * r + _F(0.5)
-    p = p * r + _F(1.0)
-    p = p * r + _F(1.0)
-    return p * _int32_bits_as_float32((np.int32(k) + np.int32(127)) << np.int32(23))
 
 
 def _sigmoid(x):
     """Logistic sigmoid of a float32 or float64 scalar, vectorisable (njit only): ``1 / (1 +
-    e^-x)`` with ``e^-|x|`` from :func:`_exp_nonpositive32` (float32) or ``ctc._exp``. (The
-    LSTM cell's ``lstm.fast_sigmoid`` shares its rational tanh and is exact to 4e-7 absolute
-    only: too coarse for a Swish of large negative x.)"""
+    e^-x)`` with ``e^-|x|`` from the attention kernels' ``fast_exp`` (relative error < 1e-7),
+    so it keeps its relative precision where it is tiny. (The LSTM cell's
+    ``lstm.fast_sigmoid`` shares its rational tanh and is exact to 4e-7 absolute only: too
+    coarse for the Swish of a large negative x.)"""
     return 1.0 / (1.0 + np.exp(-x))
 
 
 @overload(_sigmoid)
-def _fast_sigmoid_impl(x):
-    if x == types.float32:
-        def sigmoid32(x):
-            e = _exp_nonpositive32(-abs(x))
-            d = _F(1.0) / (_F(1.0) + e)
-            return d if x >= 0 else e * d
-        return sigmoid32
+def _sigmoid_impl(x):
+    one = np.float32(1) if x == types.float32 else 1.0
 
-    def sigmoid64(x):
-        e = _exp(-abs(x))
-        d = 1.0 / (1.0 + e)
+    def sigmoid(x):
+        e = fast_exp(-abs(x))
+        d = one / (one + e)
         return d if x >= 0 else e * d
-    return sigmoid64
+    return sigmoid
 
 
 @functools.cache
@@ -114,35 +80,14 @@ CHUNK = 1024
 
 
 @njit(**_OPTS)
-def _sigmoid_fwd(x, y, i0, i1):
+def _sigmoid_rows(x, y, i0, i1, times_x=False):
+    """``y = sigmoid(x)``, or ``x * sigmoid(x)`` (Swish) with ``times_x``."""
     buf = np.empty(CHUNK, y.dtype)
     for c in range(i0, i1, CHUNK):
         xs, ys = x[c:min(c + CHUNK, i1)], y[c:min(c + CHUNK, i1)]
         for i in range(xs.size):
-            buf[i] = _sigmoid(xs[i])
-        for i in range(xs.size):
-            ys[i] = buf[i]
-
-
-@njit(**_OPTS)
-def _sigmoid_grad(g, x, y, gx, i0, i1):
-    buf = np.empty(CHUNK, gx.dtype)
-    for c in range(i0, i1, CHUNK):
-        gs, ys = g[c:min(c + CHUNK, i1)], y[c:min(c + CHUNK, i1)]
-        for i in range(gs.size):
-            buf[i] = gs[i] * ys[i] * (1 - ys[i])
-        gxs = gx[c:min(c + CHUNK, i1)]
-        for i in range(gs.size):
-            gxs[i] = buf[i]
-
-
-@njit(**_OPTS)
-def _swish_fwd(x, y, i0, i1):
-    buf = np.empty(CHUNK, y.dtype)
-    for c in range(i0, i1, CHUNK):
-        xs, ys = x[c:min(c + CHUNK, i1)], y[c:min(c + CHUNK, i1)]
-        for i in range(xs.size):
-            buf[i] = xs[i] * _sigmoid(xs[i])
+            s = _sigmoid(xs[i])
+            buf[i] = xs[i] * s if times_x else s
         for i in range(xs.size):
             ys[i] = buf[i]
 
@@ -160,9 +105,11 @@ def _swish_grad(g, x, y, gx, i0, i1):
             gxs[i] = buf[i]
 
 
-# row: (forward(x, y, i0, i1), gradient(g, x, y, gx, i0, i1)); a gradient kernel is passed g
-# in place of an x or y that its row does not read
-FAST = {"sigmoid": (_sigmoid_fwd, _sigmoid_grad), "swish": (_swish_fwd, _swish_grad)}
+# row: (forward(x, y, i0, i1), gradient(g, x, y, gx, i0, i1) or None: the ufunc, which is as
+# fast where the gradient needs no exp); a gradient kernel is passed g in place of an x or y
+# that its row does not read
+FAST = {"sigmoid": (_sigmoid_rows, None),
+        "swish": (functools.partial(_sigmoid_rows, times_x=True), _swish_grad)}
 
 
 def _flat(a, dtype, shape):
@@ -209,7 +156,7 @@ def _like(a, g):
 
 def unary_grad(name, g, x, y, p=0.0, q=0.0, out=None):
     """Gradient of unary row ``name``: ``g``, input ``x`` and output ``y`` (None when unread)."""
-    if name in FAST:
+    if FAST.get(name, (None, None))[1] is not None:
         gx = _fast(FAST[name][1], g, g if x is None else x, g if y is None else y, out=out)
         if gx is not None:
             return gx
