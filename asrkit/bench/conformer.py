@@ -13,9 +13,10 @@ for a fixed random ``r`` zero on padded frames, gradients of every weight and of
 Each side runs in its own fresh process (``asrkit.bench.sides``), once with one thread and once
 with the machine's cores; the figures are the median and quartiles of ``--repeat`` steps and
 the peak resident-memory growth of a step. With lengths (the default), asrkit's dense layers,
-like its attention, compute the valid frames only (one GEMM per sequence), while the torch block
-computes every padded frame, as ESPnet's does; ``--full`` compares the same work. The extras give the largest difference from torch of
-the output and of the input gradient (computed in this process).
+like its attention, compute the valid frames only (one GEMM per sequence), while the torch
+block computes every padded frame, as ESPnet's does; ``--full`` compares the same work. The
+extras give the largest difference from torch of the output and of the input gradient
+(computed in this process).
 """
 
 from __future__ import annotations

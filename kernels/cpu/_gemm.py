@@ -314,6 +314,26 @@ def row_blocks(n: int, work_per_row: int = 1, threads: int | None = None) -> lis
     return split_rows(n, parts)
 
 
+def deal(items, threads=None) -> list[list]:
+    """``(cost, item)`` pairs dealt into ``threads`` (None: :func:`kernel_threads`) groups of
+    about equal cost, largest first to the least loaded group; empty groups are dropped."""
+    n = kernel_threads() if threads is None else int(threads)
+    n = max(1, min(n, len(items)))
+    load = [0] * n
+    dealt: list[list] = [[] for _ in range(n)]
+    for c, item in sorted(items, key=lambda ci: -ci[0]):
+        g = load.index(min(load))
+        load[g] += c
+        dealt[g].append(item)
+    return [g for g in dealt if g]
+
+
+def sequence_groups(lengths, threads=None) -> list[list]:
+    """The sequences of a batch in groups of about equal frame counts, one per thread (lists of
+    b), for kernels that run each sequence's GEMMs in one thread."""
+    return deal([(int(L), b) for b, L in enumerate(lengths)], threads)
+
+
 def in_worker_threads(fn, calls) -> None:
     """``fn(*args)`` for each ``args`` of ``calls``: the first in this thread, the others on
     the :func:`worker_pool`, all inside one :func:`single_threaded_blas` region; where

@@ -53,9 +53,10 @@ from asrkit.kernels.cpu._gemm import (
     NO_TRANS,
     ROW_MAJOR,
     TRANS,
+    deal,
     gemm_function,
     in_worker_threads,
-    kernel_threads,
+    sequence_groups,
 )
 from asrkit.kernels.cpu.ctc import _exp
 from asrkit.kernels.reference.attention import key_window
@@ -388,31 +389,12 @@ def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, l
 
 # --- threads -------------------------------------------------------------------------------
 
-def _deal(items, threads):
-    """``(cost, item)`` pairs dealt into ``threads`` (None: numba's thread count) groups of
-    about equal cost, largest first to the least loaded group; empty groups are dropped."""
-    n = kernel_threads() if threads is None else int(threads)
-    n = max(1, min(n, len(items)))
-    load = [0] * n
-    dealt: list[list] = [[] for _ in range(n)]
-    for c, item in sorted(items, key=lambda ci: -ci[0]):
-        g = load.index(min(load))
-        load[g] += c
-        dealt[g].append(item)
-    return [g for g in dealt if g]
-
-
 def _groups(lengths, lo, hi, H, threads):
     """The (b, h) pairs of the non-empty sequences in groups of about equal work (the number of
     scores of each sequence): a list of int64 ``[n, 2]``."""
     cost = [int(np.sum(np.minimum(hi[:L], L) - lo[:L])) for L in lengths]
     items = [(cost[b], (b, h)) for b in range(lengths.size) for h in range(H) if lengths[b]]
-    return [np.array(g, np.int64).reshape(-1, 2) for g in _deal(items, threads)]
-
-
-def _sequence_groups(lengths, threads):
-    """The sequences in groups of about equal frame counts, for the projections: lists of b."""
-    return _deal([(int(L), b) for b, L in enumerate(lengths)], threads)
+    return [np.array(g, np.int64).reshape(-1, 2) for g in deal(items, threads)]
 
 
 def _run(groups, fn):
@@ -615,7 +597,7 @@ def mhsa_forward(x, w_in, b_in, w_out, b_out, num_heads, lengths=None, causal=Fa
     b_in = None if b_in is None else np.asarray(b_in, dt)
     b_out = None if b_out is None else np.asarray(b_out, dt)
     gemm = gemm_function(dt)
-    seqs = _sequence_groups(lengths, threads)
+    seqs = sequence_groups(lengths, threads)
     qkv = np.empty((B, T, 3 * D), dt)
 
     def project_in(g, bs):

@@ -27,12 +27,13 @@ def test_reference_times_matches_torch_and_zeroes_padding(rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("lengths", [[7, 3, 0, 5], [7, 7, 7, 6], None])
+@pytest.mark.parametrize("lengths", [[7, 3, 0, 5], [7, 7, 7, 6], [3], None])
 @pytest.mark.parametrize("want", [(True, True), (False, True), (True, False)])
 def test_cpu_times_matches_the_twin(rng, dtype, lengths, want):
-    """One GEMM per sequence over its valid frames (and the twin's path for batches with
-    little padding or no lengths); padding rows zero; into ``out`` or not."""
-    T, B, K, N = 7, 4, 5, 3
+    """One GEMM per sequence over its valid frames, the sequences in two threads' groups (one
+    sequence: in this thread; the twin for batches with little padding or no lengths);
+    padding rows zero; into ``out`` or not."""
+    T, B, K, N = 7, 4 if lengths is None else len(lengths), 5, 3
     L = None if lengths is None else np.array(lengths, np.int32)
     x = rng.standard_normal((T, B, K)).astype(dtype)
     g = rng.standard_normal((T, B, N)).astype(dtype)
