@@ -5,6 +5,7 @@
 #   recipes/sentences/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--dev-speakers N]
 #                            [--test-speakers N] [--utts-per-speaker N] [--test-utts-per-speaker N]
 #                            [--lm-sentences N] [--epochs N] [--nj N] [--mpi N] [--no-prepare]
+#                            [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 data      grammar sentences spoken by eSpeak NG/flite/festival/Piper voices (split by
@@ -17,7 +18,13 @@
 #   4 graph     TLG with the 3-gram LM, and with the sentence grammar itself (asrkit graph build)
 #   5 decode    Viterbi beam search with both graphs (asrkit decode): the word insertion
 #               penalty tuned on dev (--tune-wip), then the test set, scored
-#   6 final     exp/final/: a self-contained model directory for asrkit transcribe; report.html
+#   6 models    with --models: each conf/NAME.toml (conformer_ctc: phones, as the BLSTM;
+#               conformer_transducer: characters) trained on the same data, its last 5
+#               checkpoints averaged, and decoded on the unheard voices (CTC: both graphs with
+#               the dev-tuned penalty; transducer: modified beam search with the 3-gram fused
+#               and a dev-tuned word bonus)
+#   7 final     exp/final/: a self-contained model directory for asrkit transcribe; WER tables
+#               per voice of the test set (exp/tables/); report.html
 #
 # --nj N: jobs for data, features and decoding; --mpi N: training ranks (recipes/utils/setup.sh)
 set -euo pipefail
@@ -32,6 +39,8 @@ lm_sentences=50000
 epochs=15
 nj=2       # jobs for data, features and decoding (--mpi N: training ranks)
 prepare=1  # install the voices first (../utils/prepare_recipe.sh); --no-prepare skips it
+models=           # stage 6: other model configs to train and compare (conf/NAME.toml)
+model_epochs=     # their epochs (default: each config's own)
 
 . ../utils/setup.sh "$@"  # options, $python, run_stages, log, log_mpi, decode_tuned
 
@@ -76,24 +85,73 @@ stage_graph() {
     --grammar data/lang/grammar.jsgf --out exp/graph_grammar
 }
 
-stage_decode() {
+decode_graphs() {  # decode_graphs MODEL OUT: with each graph, the penalty tuned on dev, then test
+  local graph
   for graph in tg grammar; do
-    decode_tuned "exp/graph_$graph" exp/blstm/final.mdl data/fbank/dev \
-      "exp/blstm/decode_dev_$graph" data/fbank/test "exp/blstm/decode_test_$graph"
+    decode_tuned "exp/graph_$graph" "$1" data/fbank/dev "$2/decode_dev_$graph" \
+      data/fbank/test "$2/decode_test_$graph" || return
+  done
+}
+
+stage_decode() {
+  decode_graphs exp/blstm/final.mdl exp/blstm
+}
+
+is_transducer() { grep -q '^type = "transducer"' "conf/$1.toml"; }
+
+stage_models() {
+  [ -n "$models" ] || { echo "no --models: only the BLSTM is trained"; return 0; }
+  local m
+  for m in $models; do
+    [ -f "conf/$m.toml" ] || { echo "run.sh: --models $m: there is no conf/$m.toml" >&2; return 1; }
+  done
+  for m in $models; do
+    # a transducer spells words itself (no lexicon, no TLG): characters are its tokens
+    if is_transducer "$m"; then
+      log asrkit model tokens data/fbank/train data/lang/chars.txt --unit char || return
+    fi
+    log_mpi asrkit train "conf/$m.toml" --out "exp/$m" \
+      ${model_epochs:+--set "train.epochs=$model_epochs"} || return
+    # the last 5 checkpoints (one per epoch), as many as there are when --model-epochs is below 5
+    log asrkit model average "exp/$m" "exp/$m/avg.mdl" \
+      --avg "$((${model_epochs:-5} < 5 ? ${model_epochs:-5} : 5))" || return
+    if is_transducer "$m"; then
+      package_tuned_bonus "exp/$m/avg.mdl" conf/fbank.toml "exp/$m/final" data/dev \
+        "exp/$m/decode_dev_tg" --lm data/lang/G.arpa || return
+      transcribe_data "exp/$m/final" data/test "exp/$m/decode_test_tg" --lm data/lang/G.arpa \
+        || return
+    else
+      decode_graphs "exp/$m/avg.mdl" "exp/$m" || return
+    fi
   done
 }
 
 stage_final() {
   log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg --features conf/fbank.toml \
     --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" --out exp/final
+  # WER on the unheard voices: all of them, and one row per voice (eSpeak NG's variants as one)
+  local m g systems=()
+  for m in blstm $models; do
+    for g in tg grammar; do
+      [ -d "exp/$m/decode_test_$g" ] || continue
+      systems+=(--system "$m ${g/tg/3-gram}=exp/$m/decode_{set}_$g")
+    done
+  done
+  mkdir -p exp/tables
+  utt2voice data/test > exp/tables/test.utt2voice
+  log "$python" ../digits/local/wer_table.py exp/tables/test.tsv --set test=data/test \
+    "${systems[@]}" || return
+  log "$python" ../digits/local/wer_table.py exp/tables/test_voices.tsv --set test=data/test \
+    "${systems[@]}" --group-file exp/tables/test.utt2voice || return
   log asrkit report exp/blstm --title "sentences: BLSTM-CTC over phones" \
-    --out exp/blstm/report.html
+    --table "Voices never heard in training=exp/tables/test.tsv" \
+    --table "Per voice=exp/tables/test_voices.tsv" --commands exp/commands.txt \
+    --config conf/train.toml --config conf/fbank.toml --out exp/blstm/report.html
 }
 
-run_stages data features lang train graph decode final
+run_stages data features lang train graph decode models final
 
-for graph in tg grammar; do
-  f=exp/blstm/decode_test_$graph/wer.txt
-  [ -f "$f" ] && echo "test ($graph): $(grep '^%WER' "$f")"
+for t in exp/tables/test.tsv exp/tables/test_voices.tsv; do
+  [ -f "$t" ] && { echo "== $t"; column -t -s $'\t' "$t"; }
 done
 exit 0

@@ -102,6 +102,9 @@ def main(argv=None) -> int:
         log("error: no voices for training or for the test (install eSpeak NG: pip install "
             "espeakng-loader; see recipes/utils/prepare_recipe.sh)")
         return 1
+    log(f"voices: {len(train_voices)} for training, {len(test_voices)} held out "
+        f"({', '.join(sorted({v.id for v in test_voices if v.engine != 'espeak'}))} and "
+        f"{sum(v.engine == 'espeak' for v in test_voices)} eSpeak NG voices)")
     cache = args.cache or corpus.default_cache_dir()
     banks = corpus.make_banks(cache, train_voices, args.seed, log=log)
     train_groups = voice_groups(train_voices, espeak_groups=3)
