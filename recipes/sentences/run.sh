@@ -97,14 +97,10 @@ stage_decode() {
   decode_graphs exp/blstm/final.mdl exp/blstm
 }
 
-is_transducer() { grep -q '^type = "transducer"' "conf/$1.toml"; }
-
 stage_models() {
   [ -n "$models" ] || { echo "no --models: only the BLSTM is trained"; return 0; }
   local m
-  for m in $models; do
-    [ -f "conf/$m.toml" ] || { echo "run.sh: --models $m: there is no conf/$m.toml" >&2; return 1; }
-  done
+  model_configs $models || return
   for m in $models; do
     # a transducer spells words itself (no lexicon, no TLG): characters are its tokens
     if is_transducer "$m"; then

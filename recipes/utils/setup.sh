@@ -15,7 +15,8 @@
 #
 # Then it checks that `asrkit` is on PATH, sets $bindir (its folder) and $python (the python
 # next to it), appends the command line to exp/commands.txt, and defines run_stage, run_stages,
-# log, log_mpi, decode_tuned, transcribe_data, package_tuned_bonus and utt2voice.
+# log, log_mpi, decode_tuned, model_configs, is_transducer, transcribe_data, package_tuned_bonus
+# and utt2voice.
 
 : "${stage:=0}" "${stop_stage:=100}" "${nj:=1}" "${mpi:=1}" "${wip_range:=-4:0:1}"
 _cmdline="# $(date -u +%FT%TZ) $0 $*"
@@ -102,6 +103,15 @@ decode_tuned() {  # decode_tuned GRAPH MODEL DEV DEV_OUT [DATA OUT]... [-- DECOD
       --word-insertion-penalty="$(cat "${sets[1]}/best_wip")" --nj "$nj" "${opts[@]}" || return
   done
 }
+
+model_configs() {  # model_configs NAME...: each has its conf/NAME.toml (else an error naming it)
+  local m
+  for m in "$@"; do
+    [ -f "conf/$m.toml" ] || { echo "run.sh: --models $m: there is no conf/$m.toml" >&2; return 1; }
+  done
+}
+
+is_transducer() { grep -q '^type = "transducer"' "conf/$1.toml"; }  # is_transducer NAME
 
 transcribe_data() {  # transcribe_data MODEL_DIR DATA_DIR OUT [TRANSCRIBE_OPTS...]
   # DATA_DIR's audio through asrkit transcribe with the model folder MODEL_DIR (a transducer's
