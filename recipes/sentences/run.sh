@@ -8,8 +8,11 @@
 #                            [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
-#   0 data      grammar sentences spoken by eSpeak NG/flite/festival/Piper voices (split by
-#               voice), perturbed, simulated channels; a disjoint LM text (local/make_corpus.py)
+#   0 data      grammar sentences spoken by every installed English voice (eSpeak NG, flite,
+#               festival, Piper; drawn evenly), training speakers perturbed, all recorded
+#               through simulated channels; the test set by talkers never heard in training,
+#               and test_clean, the same without channels; a disjoint LM text
+#               (local/make_corpus.py over recipes/utils/synth)
 #   1 features  40-dim fbank + per-speaker CMVN stats (asrkit compute-features), validated
 #   2 lang      phone tokens + CMUdict lexicon (local/prepare_lang.py), 3-gram LM on the LM text
 #               (asrkit lm train), phone-level training transcripts with the pronunciations
@@ -17,14 +20,14 @@
 #   3 train     BLSTM-CTC over phones (asrkit train conf/train.toml; on --mpi N ranks under mpiexec)
 #   4 graph     TLG with the 3-gram LM, and with the sentence grammar itself (asrkit graph build)
 #   5 decode    Viterbi beam search with both graphs (asrkit decode): the word insertion
-#               penalty tuned on dev (--tune-wip), then the test set, scored
+#               penalty tuned on dev (--tune-wip), then test and test_clean, scored
 #   6 models    with --models: each conf/NAME.toml (conformer_ctc: phones, as the BLSTM;
 #               conformer_transducer: characters) trained on the same data, its last 5
 #               checkpoints averaged, and decoded on the unheard voices (CTC: both graphs with
 #               the dev-tuned penalty; transducer: modified beam search with the 3-gram fused
 #               and a dev-tuned word bonus)
 #   7 final     exp/final/: a self-contained model directory for asrkit transcribe; WER tables
-#               per voice of the test set (exp/tables/); report.html
+#               of every model on the unheard voices, all and per voice (exp/tables/); report
 #
 # --nj N: jobs for data, features and decoding; --mpi N: training ranks (recipes/utils/setup.sh)
 set -euo pipefail
@@ -54,7 +57,7 @@ stage_data() {
 }
 
 stage_features() {
-  for part in train dev test; do
+  for part in train dev test test_clean; do
     log asrkit compute-features "data/$part" --config conf/fbank.toml --out "data/fbank/$part" \
       --jobs "$nj"
     log asrkit data validate "data/fbank/$part"
@@ -85,11 +88,12 @@ stage_graph() {
     --grammar data/lang/grammar.jsgf --out exp/graph_grammar
 }
 
-decode_graphs() {  # decode_graphs MODEL OUT: with each graph, the penalty tuned on dev, then test
+decode_graphs() {  # decode_graphs MODEL OUT: each graph, the penalty tuned on dev, then the tests
   local graph
   for graph in tg grammar; do
     decode_tuned "exp/graph_$graph" "$1" data/fbank/dev "$2/decode_dev_$graph" \
-      data/fbank/test "$2/decode_test_$graph" || return
+      data/fbank/test "$2/decode_test_$graph" \
+      data/fbank/test_clean "$2/decode_test_clean_$graph" || return
   done
 }
 
@@ -99,7 +103,7 @@ stage_decode() {
 
 stage_models() {
   [ -n "$models" ] || { echo "no --models: only the BLSTM is trained"; return 0; }
-  local m
+  local m part
   model_configs $models || return
   for m in $models; do
     # a transducer spells words itself (no lexicon, no TLG): characters are its tokens
@@ -114,8 +118,10 @@ stage_models() {
     if is_transducer "$m"; then
       package_tuned_bonus "exp/$m/avg.mdl" conf/fbank.toml "exp/$m/final" data/dev \
         "exp/$m/decode_dev_tg" --lm data/lang/G.arpa || return
-      transcribe_data "exp/$m/final" data/test "exp/$m/decode_test_tg" --lm data/lang/G.arpa \
-        || return
+      for part in test test_clean; do
+        transcribe_data "exp/$m/final" "data/$part" "exp/$m/decode_${part}_tg" \
+          --lm data/lang/G.arpa || return
+      done
     else
       decode_graphs "exp/$m/avg.mdl" "exp/$m" || return
     fi
@@ -134,11 +140,12 @@ stage_final() {
     done
   done
   mkdir -p exp/tables
-  utt2voice data/test > exp/tables/test.utt2voice
+  utt2voice data/test > exp/tables/test.utt2voice  # test_clean has the same utterances
   log "$python" ../digits/local/wer_table.py exp/tables/test.tsv --set test=data/test \
-    "${systems[@]}" || return
+    --set test_clean=data/test_clean "${systems[@]}" || return
   log "$python" ../digits/local/wer_table.py exp/tables/test_voices.tsv --set test=data/test \
-    "${systems[@]}" --group-file exp/tables/test.utt2voice || return
+    --set test_clean=data/test_clean "${systems[@]}" --group-file exp/tables/test.utt2voice \
+    || return
   log asrkit report exp/blstm --title "sentences: BLSTM-CTC over phones" \
     --table "Voices never heard in training=exp/tables/test.tsv" \
     --table "Per voice=exp/tables/test_voices.tsv" --commands exp/commands.txt \

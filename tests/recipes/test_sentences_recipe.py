@@ -187,8 +187,10 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     rec = root / "sentences"
     from asrkit.io import validate_data_dir
 
-    for part, n in (("train", 9), ("dev", 2), ("test", 4)):
-        for d in (f"data/{part}", f"data/fbank/{part}", f"data/fbank/{part}_phones"):
+    for part, n in (("train", 9), ("dev", 2), ("test", 4), ("test_clean", 4)):
+        dirs = [f"data/{part}", f"data/fbank/{part}"]
+        dirs += [f"data/fbank/{part}_phones"] if part != "test_clean" else []
+        for d in dirs:
             errors = [p for p in validate_data_dir(str(rec / d)) if p.severity == "error"]
             assert not errors, f"{d}: {errors}"
         assert len(_read_table(rec / "data/fbank" / part / "feats.scp")) == n
@@ -197,6 +199,11 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
         lines = (rec / "data" / part / "speakers.txt").read_text().splitlines()
         return {dict(kv.split("=", 1) for kv in line.split()[1:])["talker"] for line in lines}
     assert not talkers("train") & talkers("test")
+    # test_clean: the test's utterances, voices and words, without the channels
+    assert talkers("test_clean") == talkers("test")
+    assert _read_table(rec / "data/test_clean/text") == _read_table(rec / "data/test/text")
+    assert all(line.endswith(" channel=clean") for line in
+               (rec / "data/test_clean/speakers.txt").read_text().splitlines())
     # every transcript word has a pronunciation; phone targets are tokens
     lexicon = {line.split()[0] for line in (rec / "data/lang/lexicon.txt").read_text().split("\n")
                if line}
@@ -242,17 +249,18 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     for stage in range(3, 8):
         assert f"stage {stage}:" in r.stdout
     exp = rec / "exp"
-    decodes = ["blstm/decode_test_tg", "blstm/decode_test_grammar",
-               "conformer_ctc/decode_test_tg", "conformer_ctc/decode_test_grammar",
-               "conformer_transducer/decode_test_tg"]
+    decodes = ["blstm/decode_{}_tg", "blstm/decode_{}_grammar", "conformer_ctc/decode_{}_tg",
+               "conformer_ctc/decode_{}_grammar", "conformer_transducer/decode_{}_tg"]
     for d in decodes:
-        hyp = _read_table(exp / d / "hyp.txt")
-        assert set(hyp) == set(_read_table(rec / "data/test/text")), d
-        assert "%WER" in (exp / d / "wer.txt").read_text()
+        for part in ("test", "test_clean"):
+            hyp = _read_table(exp / d.format(part) / "hyp.txt")
+            assert set(hyp) == set(_read_table(rec / "data" / part / "text")), d
+            assert "%WER" in (exp / d.format(part) / "wer.txt").read_text()
     assert (exp / "conformer_transducer/decode_dev_tg/best_word_bonus").read_text().strip() in \
         {"0", "1", "2", "3"}
     assert any(p.name.endswith(".mdl") for p in (exp / "conformer_transducer/final").iterdir())
-    # the tables: all unheard voices, then one row per voice, a column per model and graph
+    # the tables: the unheard voices with and without channels, then one row per voice; a
+    # column per model and graph
     systems = ["blstm 3-gram", "blstm grammar", "conformer_ctc 3-gram",
                "conformer_ctc grammar", "conformer_transducer 3-gram"]
     for name in ("test.tsv", "test_voices.tsv"):
@@ -264,7 +272,8 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     voices = {line.split()[1] for line in
               (exp / "tables/test.utt2voice").read_text().splitlines()}
     rows = (exp / "tables/test_voices.tsv").read_text().splitlines()[1:]
-    assert [r.split("\t")[0] for r in rows] == [f"test, {v}" for v in sorted(voices)]
+    assert [r.split("\t")[0] for r in rows] == [
+        f"{part}, {v}" for part in ("test", "test_clean") for v in sorted(voices)] + ["all"]
     page = (exp / "blstm/report.html").read_text()
     assert "Voices never heard in training" in page and "conformer_transducer" in page
     assert (exp / "final").is_dir()
