@@ -6,6 +6,7 @@
 #                            [--test-speakers N] [--utts-per-speaker N] [--test-utts-per-speaker N]
 #                            [--lm-sentences N] [--epochs N] [--nj N] [--mpi N] [--no-prepare]
 #                            [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
+#                            [--acoustic-scales "0.5 0.7 1"] [--wip-range LO:HI:STEP] [--resume]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 data      grammar sentences spoken by every installed English voice (eSpeak NG, flite,
@@ -19,8 +20,9 @@
 #               eSpeak NG spoke (local/phone_transcripts.py)
 #   3 train     BLSTM-CTC over phones (asrkit train conf/train.toml; on --mpi N ranks under mpiexec)
 #   4 graph     TLG with the 3-gram LM, and with the sentence grammar itself (asrkit graph build)
-#   5 decode    Viterbi beam search with both graphs (asrkit decode): the word insertion
-#               penalty tuned on dev (--tune-wip), then test and test_clean, scored
+#   5 decode    Viterbi beam search with both graphs (asrkit decode): the acoustic scale
+#               (--acoustic-scales) and word insertion penalty (--tune-wip) tuned on dev,
+#               then test and test_clean, scored
 #   6 models    with --models: each conf/NAME.toml (conformer_ctc: phones, as the BLSTM;
 #               conformer_transducer: characters) trained on the same data, its last 5
 #               checkpoints averaged, and decoded on the unheard voices (CTC: both graphs with
@@ -36,7 +38,7 @@ cd "$(dirname "$0")"
 train_speakers=200
 dev_speakers=10
 test_speakers=40
-utts_per_speaker=30
+utts_per_speaker=15  # 3000 training utterances (2.4 h): 26 min of BLSTM training on one core
 test_utts_per_speaker=10
 lm_sentences=50000
 epochs=15
@@ -44,6 +46,10 @@ nj=2       # jobs for data, features and decoding (--mpi N: training ranks)
 prepare=1  # install the voices first (../utils/prepare_recipe.sh); --no-prepare skips it
 models=           # stage 6: other model configs to train and compare (conf/NAME.toml)
 model_epochs=     # their epochs (default: each config's own)
+acoustic_scales="0.5 0.7 1"  # tried on dev with each graph (stage 5, 6), with the penalties
+wip_range=-6:2:1  # word insertion penalties tried on dev (-4 was the edge of -4:0:1)
+resume=           # --resume: a training stage continues from its last checkpoint (a finished
+flag_options=resume  # one only writes its model again, so --stage 6 --resume redoes decodes)
 
 . ../utils/setup.sh "$@"  # options, $python, run_stages, log, log_mpi, decode_tuned
 
@@ -78,7 +84,8 @@ stage_lang() {
 }
 
 stage_train() {
-  log_mpi asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs"
+  log_mpi asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs" \
+    ${resume:+--resume}
 }
 
 stage_graph() {
@@ -88,12 +95,22 @@ stage_graph() {
     --grammar data/lang/grammar.jsgf --out exp/graph_grammar
 }
 
-decode_graphs() {  # decode_graphs MODEL OUT: each graph, the penalty tuned on dev, then the tests
-  local graph
+decode_graphs() {  # decode_graphs MODEL OUT: with each graph, the acoustic scale (the LM weight's
+  # inverse) and the word insertion penalty tuned on dev, as Kaldi's scoring tunes both; then
+  # the tests with them
+  local graph ac errors best fewest
   for graph in tg grammar; do
+    best=; fewest=
+    for ac in $acoustic_scales; do
+      decode_tuned "exp/graph_$graph" "$1" data/fbank/dev "$2/tune_dev_$graph/ac$ac" \
+        -- --acoustic-scale "$ac" || return
+      errors=$(awk '/^%WER/ { print $4; exit }' "$2/tune_dev_$graph/ac$ac/wer.txt")
+      if [ -z "$fewest" ] || [ "$errors" -lt "$fewest" ]; then fewest=$errors; best=$ac; fi
+    done
     decode_tuned "exp/graph_$graph" "$1" data/fbank/dev "$2/decode_dev_$graph" \
       data/fbank/test "$2/decode_test_$graph" \
-      data/fbank/test_clean "$2/decode_test_clean_$graph" || return
+      data/fbank/test_clean "$2/decode_test_clean_$graph" -- --acoustic-scale "$best" || return
+    echo "$best" > "$2/decode_dev_$graph/best_acoustic_scale"
   done
 }
 
@@ -111,7 +128,7 @@ stage_models() {
       log asrkit model tokens data/fbank/train data/lang/chars.txt --unit char || return
     fi
     log_mpi asrkit train "conf/$m.toml" --out "exp/$m" \
-      ${model_epochs:+--set "train.epochs=$model_epochs"} || return
+      ${model_epochs:+--set "train.epochs=$model_epochs"} ${resume:+--resume} || return
     # the last 5 checkpoints (one per epoch), as many as there are when --model-epochs is below 5
     log asrkit model average "exp/$m" "exp/$m/avg.mdl" \
       --avg "$((${model_epochs:-5} < 5 ? ${model_epochs:-5} : 5))" || return
@@ -130,7 +147,8 @@ stage_models() {
 
 stage_final() {
   log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg --features conf/fbank.toml \
-    --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" --out exp/final
+    --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" \
+    --acoustic-scale "$(cat exp/blstm/decode_dev_tg/best_acoustic_scale)" --out exp/final
   # WER on the unheard voices: all of them, and one row per voice (eSpeak NG's variants as one)
   local m g systems=()
   for m in blstm $models; do

@@ -243,7 +243,8 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     # stages 3-7: one epoch of the BLSTM and of each Conformer (its one checkpoint averaged);
     # CTC models decode with both graphs, the transducer with the 3-gram fused
     r = subprocess.run(["bash", str(run), "--stage", "3", "--epochs", "1", "--nj", "1",
-                        "--models", "conformer_ctc conformer_transducer", "--model-epochs", "1"],
+                        "--models", "conformer_ctc conformer_transducer", "--model-epochs", "1",
+                        "--acoustic-scales", "0.7 1"],
                        env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     for stage in range(3, 8):
@@ -258,6 +259,11 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
             assert "%WER" in (exp / d.format(part) / "wer.txt").read_text()
     assert (exp / "conformer_transducer/decode_dev_tg/best_word_bonus").read_text().strip() in \
         {"0", "1", "2", "3"}
+    for m in ("blstm", "conformer_ctc"):  # the LM weight and the penalty, tuned on dev
+        for g in ("tg", "grammar"):
+            assert (exp / m / f"decode_dev_{g}/best_acoustic_scale").read_text().split()[0] in \
+                {"0.7", "1"}
+            assert (exp / m / f"decode_dev_{g}/best_wip").exists()
     assert any(p.name.endswith(".mdl") for p in (exp / "conformer_transducer/final").iterdir())
     # the tables: the unheard voices with and without channels, then one row per voice; a
     # column per model and graph

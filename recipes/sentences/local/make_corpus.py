@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     p.add_argument("--train-speakers", type=int, default=200)
     p.add_argument("--dev-speakers", type=int, default=10)
     p.add_argument("--test-speakers", type=int, default=40)
-    p.add_argument("--utts-per-speaker", type=int, default=30)
+    p.add_argument("--utts-per-speaker", type=int, default=15)
     p.add_argument("--test-utts-per-speaker", type=int, default=10)
     p.add_argument("--lm-sentences", type=int, default=50000,
                    help="sentences of LM training text (disjoint from the synthesised ones)")
