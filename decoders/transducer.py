@@ -89,10 +89,11 @@ def words_of(token_ids, frames, tokens, unit: str = "word", word_delimiter: str 
     return words, spans
 
 
-def _check_inputs(enc, weight, bias, length):
+def _check_inputs(enc, weight, length):
     enc = np.asarray(enc, np.float32)
-    if enc.ndim != 2 or enc.shape[1] != weight.shape[1]:
-        raise ValueError(f"enc must be [T, {weight.shape[1]}], got shape {list(enc.shape)}")
+    H = "H" if weight is None else weight.shape[1]  # (an exported joiner checks its own)
+    if enc.ndim != 2 or (weight is not None and enc.shape[1] != H):
+        raise ValueError(f"enc must be [T, {H}], got shape {list(enc.shape)}")
     if not np.all(np.isfinite(enc)):
         raise ValueError("the encoder output holds NaN or infinite values")
     T = enc.shape[0] if length is None else count("length", length, 0)
@@ -110,14 +111,19 @@ class TransducerGreedySearch:
     """Resumable greedy search (see the module docstring; ``transducer_greedy``'s arguments):
     ``advance(enc [n, H])``, ``best()``, ``finish()``; frames count from the first fed.
     start: ``(state, out)`` of the prediction network to begin from (``predictor_state()``
-    of an earlier search; default its start symbol)."""
+    of an earlier search; default its start symbol). joiner: a function ``(enc [N, H], pred
+    [N, H]) -> logits float32 [N, V]`` run instead of ``joiner_logits`` over weight and bias
+    (an exported joiner, ``asrkit.export.OnnxTransducer.joiner``; weight and bias may then be
+    None)."""
 
     def __init__(self, predictor, weight, bias, blank: int = 0, max_symbols: int = 3,
-                 tokens=None, unit: str = "word", word_delimiter: str = "|", start=None):
+                 tokens=None, unit: str = "word", word_delimiter: str = "|", start=None,
+                 joiner=None):
         self.weight, self.bias = weight, bias
         self.tokens, self.unit, self.delim = tokens, unit, word_delimiter
+        one = None if joiner is None else (lambda e, o: joiner(e[None], o[None])[0])
         self.search = GreedySearch(predictor, weight, bias, blank,
-                                   count("max_symbols", max_symbols))
+                                   count("max_symbols", max_symbols), one)
         if start is not None:
             self.search.state, self.search.out = start
 
@@ -133,7 +139,7 @@ class TransducerGreedySearch:
 
     def advance(self, enc, length: int | None = None) -> None:
         """Search the next frames ``enc`` float32 ``[n, H]`` (its first ``length``)."""
-        enc, n = _check_inputs(enc, self.weight, self.bias, length)
+        enc, n = _check_inputs(enc, self.weight, length)
         self.search.advance(enc, n)
 
     def best(self) -> TransducerHypothesis:
@@ -177,11 +183,13 @@ class TransducerBeamSearch:
     more frames, ``best()`` is the best hypothesis so far (no end-of-sentence LM score, no
     hotword take-back), ``finish(nbest)`` the n-best as the offline search gives it (the
     search may go on after it). Frames count from the first fed. start: ``(state, out)`` of
-    the prediction network to begin from (an earlier search's ``predictor_state()``)."""
+    the prediction network to begin from (an earlier search's ``predictor_state()``).
+    joiner: as ``TransducerGreedySearch``'s (weight and bias may then be None)."""
 
     def __init__(self, predictor, weight, bias, blank: int = 0, beam: int = 4, tokens=None,
                  unit: str = "word", word_delimiter: str = "|", lm=None,
-                 lm_weight: float = 0.5, word_bonus: float = 0.0, context=None, start=None):
+                 lm_weight: float = 0.5, word_bonus: float = 0.0, context=None, start=None,
+                 joiner=None):
         self.beam = count("beam", beam)
         lm_weight, word_bonus = finite("lm_weight", lm_weight), finite("word_bonus", word_bonus)
         if lm is not None and tokens is None:
@@ -189,6 +197,10 @@ class TransducerBeamSearch:
         if unit not in ("word", "char", "bpe"):
             raise ValueError(f"unit must be 'word', 'char' or 'bpe', got {unit!r}")
         self.predictor, self.weight, self.bias, self.blank = predictor, weight, bias, int(blank)
+        if joiner is None:
+            def joiner(e, o):
+                return joiner_logits(e, o, weight, bias)
+        self.joiner = joiner
         self.lm, self.lm_weight, self.unit, self.context = lm, lm_weight, unit, context
         self.spell = _Spelling(tokens, unit, word_delimiter,
                                _LmScorer(lm, lm_weight, word_bonus), None, context)
@@ -199,17 +211,17 @@ class TransducerBeamSearch:
 
     def advance(self, enc, length: int | None = None) -> None:
         """Search the next frames ``enc`` float32 ``[n, H]`` (its first ``length``)."""
-        enc, n = _check_inputs(enc, self.weight, self.bias, length)
+        enc, n = _check_inputs(enc, self.weight, length)
         for t in range(n):
             self._frame(enc[t], self.T)
             self.T += 1
 
     def _frame(self, e: np.ndarray, t: int) -> None:
         hyps, spell, blank = self.hyps, self.spell, self.blank
-        k = min(self.beam, self.weight.shape[0] - 1)
         nids = list(hyps)
         outs = np.stack([hyps[n].out for n in nids])
-        logp = log_softmax(joiner_logits(e[None, :], outs, self.weight, self.bias))
+        logp = log_softmax(self.joiner(np.broadcast_to(e, outs.shape), outs))
+        k = min(self.beam, logp.shape[1] - 1)
         cands: dict[int, tuple] = {}  # node -> (acoustic, parent node, label or -1)
         for i, nid in enumerate(nids):
             h = hyps[nid]

@@ -16,6 +16,11 @@ frame). The time an ``accept`` call takes is its CPU time by default (``--clock 
 idle core would take, so other processes' load does not count; threads that run in parallel
 count in full) or its wall time. The RTF is that compute time over the audio's duration. The
 reference side is the offline ``Recognizer.transcribe`` of the same files, by the same clock.
+
+A transducer folder streams with the search of its ``decode`` table; ``--method greedy beam``
+(``asrkit transcribe``'s names: greedy search, modified beam search) measures each in turn, one
+case per chunk size and method, the methods of a chunk size side by side. A CTC folder has one
+search, its decoding graph's, and takes no ``--method``.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ HELP = "streaming latency (word end -> first partial, -> final) and RTF per chun
 
 
 def add_arguments(parser) -> None:
-    """Options: --model-dir, DATA_DIR, --chunks, --max-utts, stream options."""
+    """Options: --model-dir, DATA_DIR, --chunks, --max-utts, stream options, --method."""
+    from asrkit.recognizer.transducer import METHODS
+
     parser.add_argument("data_dir", metavar="DATA_DIR", help="data dir with wav.scp and text")
     parser.add_argument("--model-dir", required=True, help="model folder")
     parser.add_argument("--chunks", type=float, nargs="+", default=[0.1, 0.2, 0.5],
@@ -45,6 +52,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--blstm-left", type=float, default=0.5)
     parser.add_argument("--cmvn-prior", type=float, default=1.0,
                         help="utterance/speaker CMVN: seconds normalised with their own stats")
+    parser.add_argument("--method", nargs="+", choices=METHODS, default=None,
+                        help="transducer folders: the searches to measure, each in turn "
+                             "(default: the folder's)")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                         help="time an accept call takes: its CPU time (default: what an idle "
                              "core gives, robust to other load) or wall time")
@@ -115,48 +125,92 @@ def _latencies(sent, ref: list[str], ends: list[float]):
     return partial, final, hyp
 
 
-def run(args) -> list[Case]:
-    """One case per chunk size; extra: WERs, latency quantiles (ms), RTF."""
-    from asrkit.decoders.scoring import score_texts
-    from asrkit.recognizer import Recognizer
+def _recognizers(args) -> dict:
+    """``{method: Recognizer}`` of the folder: one per ``--method`` for a transducer (the
+    folder's own search without it: ``{method or None: ...}``); CommandError for ``--method``
+    on a CTC folder."""
+    from asrkit.cli.main import CommandError
+    from asrkit.recognizer import Recognizer, RecognizerError
 
-    rec = Recognizer.from_dir(args.model_dir)
+    try:
+        rec = Recognizer.from_dir(args.model_dir)
+        if rec.transducer is None:
+            if args.method:
+                raise CommandError(
+                    f"{args.model_dir}: --method picks a transducer's search "
+                    f"({', '.join(args.method)}); this is a CTC model, searched with its "
+                    "decoding graph only (its options are its decode table's)")
+            return {None: rec}
+        methods = list(dict.fromkeys(args.method or [rec.transducer.options.method]))
+        return {m: Recognizer.from_dir(args.model_dir, method=m) for m in methods}
+    except RecognizerError as e:
+        raise CommandError(str(e)) from e
+
+
+def _stream_all(rec, utts, ends, chunk, options, clock):
+    """Every utterance streamed in chunks of ``chunk`` seconds: ``(compute seconds, wall
+    seconds, first-partial latencies, final latencies, {utt: hypothesis})``."""
+    partial, final, hyps, compute, wall = [], [], {}, 0.0, 0.0
+    for u, x, rate, ws, _ in utts:
+        sent, c, w = _feed(rec, x, rate, chunk, options, clock)
+        compute += c
+        wall += w
+        p, f, hyp = _latencies(sent, ws, ends[u])
+        partial += p
+        final += f
+        hyps[u] = " ".join(hyp)
+    return compute, wall, partial, final, hyps
+
+
+def run(args) -> list[Case]:
+    """One case per chunk size (and per search method of a transducer, side by side); extra:
+    WERs, latency quantiles (ms), RTF."""
+    from asrkit.cli.main import CommandError
+    from asrkit.decoders.scoring import score_texts
+
+    recs = _recognizers(args)
     utts = _read(args.data_dir, args.max_utts)
+    if not utts:
+        raise CommandError(f"{args.data_dir}: no utterance with text could be read")
     audio_s = sum(len(x) / rate for _, x, rate, _, _ in utts)
     refs = {u: " ".join(ws) for u, _, _, ws, _ in utts}
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
-    t0 = clock()
-    offline = {u: rec.transcribe(x, rate).text for u, x, rate, _, _ in utts}
-    offline_s = clock() - t0
+    options = dict(partial_interval=args.partial_interval, blstm_left=args.blstm_left,
+                   blstm_right=args.blstm_right, cmvn_prior=args.cmvn_prior)
+    offline = {}  # method -> (seconds, texts)
+    for method, rec in recs.items():
+        _, x, rate, _, _ = utts[0]  # untimed warm-up (compilation): no method pays for it
+        rec.transcribe(x, rate)
+        _feed(rec, x, rate, args.chunks[0], options, clock)
+        t0 = clock()
+        texts = {u: rec.transcribe(x, rate).text for u, x, rate, _, _ in utts}
+        offline[method] = (clock() - t0, texts)
     ends = {}
     for u, x, rate, ws, given in utts:
         if given is None:
-            al = rec.align(x, ws, rate)
+            al = next(iter(recs.values())).align(x, ws, rate)
             given = [w.start + w.duration for w in al.words]
         ends[u] = given
-    options = dict(partial_interval=args.partial_interval, blstm_left=args.blstm_left,
-                   blstm_right=args.blstm_right, cmvn_prior=args.cmvn_prior)
+    q = (lambda v, p: round(1000 * float(np.percentile(v, p)), 1) if v else None)
     cases = []
     for chunk in args.chunks:
-        partial, final, hyps, compute, wall = [], [], {}, 0.0, 0.0
-        for u, x, rate, ws, _ in utts:
-            sent, c, w = _feed(rec, x, rate, chunk, options, clock)
-            compute += c
-            wall += w
-            p, f, hyp = _latencies(sent, ws, ends[u])
-            partial += p
-            final += f
-            hyps[u] = " ".join(hyp)
-        q = (lambda v, p: round(1000 * float(np.percentile(v, p)), 1) if v else None)
-        extra = {"chunk_s": chunk, "utterances": len(utts), "audio_s": round(audio_s, 2),
-                 "rtf": round(compute / audio_s, 4), "rtf_wall": round(wall / audio_s, 4),
-                 "clock": args.clock,
-                 "offline_rtf": round(offline_s / audio_s, 4),
-                 "wer_stream": round(score_texts(refs, hyps).error_rate, 2),
-                 "wer_offline": round(score_texts(refs, offline).error_rate, 2),
-                 "first_partial_ms_p50": q(partial, 50), "first_partial_ms_p90": q(partial, 90),
-                 "final_ms_p50": q(final, 50), "final_ms_p90": q(final, 90),
-                 "words_timed": len(final)}
-        cases.append(Case(f"stream chunk {chunk:g} s", compute, "offline transcribe",
-                          offline_s, extra))
+        for method, rec in recs.items():
+            compute, wall, partial, final, hyps = _stream_all(rec, utts, ends, chunk, options,
+                                                              clock)
+            offline_s, texts = offline[method]
+            extra = {"chunk_s": chunk, "utterances": len(utts), "audio_s": round(audio_s, 2),
+                     "rtf": round(compute / audio_s, 4), "rtf_wall": round(wall / audio_s, 4),
+                     "clock": args.clock,
+                     "offline_rtf": round(offline_s / audio_s, 4),
+                     "wer_stream": round(score_texts(refs, hyps).error_rate, 2),
+                     "wer_offline": round(score_texts(refs, texts).error_rate, 2),
+                     "first_partial_ms_p50": q(partial, 50),
+                     "first_partial_ms_p90": q(partial, 90),
+                     "final_ms_p50": q(final, 50), "final_ms_p90": q(final, 90),
+                     "words_timed": len(final)}
+            name = f"stream chunk {chunk:g} s"
+            if method is not None:
+                extra["method"] = method
+                name += f" {method}"
+            cases.append(Case(name, compute, "offline transcribe", offline_s, extra))
     return cases

@@ -70,7 +70,7 @@ def model_scores(model_path: str, data_dir: str):
         if mode == "speaker" and utt2spk.get(utt) not in cmvn:
             raise ValueError(f"speaker {utt2spk.get(utt)!r} of utterance {utt!r} has no CMVN "
                              f"stats in {data_dir}/cmvn.scp")
-        stats = cmvn[utt2spk[utt]] if mode == "speaker" else None
+        stats = cmvn[utt2spk[utt]] if mode == "speaker" else norm["global_stats"]
         return normalize(m, mode, norm["norm_vars"], stats, norm["cmn_window"],
                          norm["min_cmn_window"], norm["cmn_center"])
 

@@ -16,12 +16,15 @@ is measured, not assumed.
 A transducer model writes sherpa-onnx's split instead: ``--onnx`` names a folder that gets
 encoder.onnx, decoder.onnx, joiner.onnx and tokens.txt (``asrkit.export.transducer``);
 ``--verify`` compares each with asrkit and greedy search over the three files with asrkit's;
-``--int8`` writes encoder.int8.onnx, ... beside them.
+``--int8`` writes encoder.int8.onnx, ... beside them; ``--test`` decodes the test set with the
+three files (fp32, and int8) through asrkit's features and the folder's own search (greedy or
+modified beam search, with its word bonus and LM), each network's time being the three sessions'.
 
 Examples:
   asrkit export --model-dir recipes/digits/exp/final --onnx digits.onnx --verify
   asrkit export --model exp/rnnt/final.mdl --features conf/fbank.toml --onnx exp/rnnt/onnx
   asrkit export --model-dir exp/final --onnx am.onnx --int8 --test data/test
+  asrkit export --model-dir exp/rnnt/final --onnx exp/rnnt/onnx --int8 --test data/test
   asrkit export --model exp/blstm/final.mdl --features conf/fbank.toml --onnx am.onnx
 """
 
@@ -82,7 +85,8 @@ def _load_model_folder(path: str):
     model = checked_load("model", file("model"), load)
     fconf = checked_load("feature config", file("features"), load_feature_config)
     keys = ("cmvn", "norm_vars", "sample_rate") + (
-        ("cmn_window", "min_cmn_window", "cmn_center") if manifest["cmvn"] == "sliding" else ())
+        ("cmn_window", "min_cmn_window", "cmn_center") if manifest["cmvn"] == "sliding" else ()) \
+        + (("global_stats",) if manifest["cmvn"] == "global" else ())
     extra = {k: manifest[k] for k in keys}
     return model, fconf, float(manifest["frame_shift"]), extra
 
@@ -109,6 +113,16 @@ def _load(args):
     return model, fconf, None, extra
 
 
+def _need_onnxruntime(option: str) -> None:
+    """CommandError unless onnxruntime imports (``option`` runs the export with it)."""
+    from asrkit.cli.main import CommandError
+
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        raise CommandError(f"{option} needs onnxruntime: pip install onnxruntime") from None
+
+
 def _verify(model, path: str, tolerance: float) -> dict:
     """Random ragged batch through asrkit and onnxruntime; the comparison dict."""
     import numpy as np
@@ -125,79 +139,38 @@ def _verify(model, path: str, tolerance: float) -> dict:
     return res
 
 
-def _test_set(model_dir: str, data_dir: str, exports: dict[str, str],
-              max_utts: int | None) -> dict:
-    """Transcribe ``data_dir`` with the model folder's own network and with each ONNX export
-    (name -> path) through the same features and search; WER, network and total seconds of
-    each. Utterances whose audio cannot be read are counted and left out of every WER."""
-    import dataclasses
-    import sys
-    import time
+def _test_set(args, networks: dict, sizes: dict[str, int]) -> dict:
+    """``asrkit.recognizer.score_exports`` of the networks on --test (CommandError for a
+    folder or data dir at fault), with each network's size in bytes added."""
+    from asrkit.cli.main import CommandError
+    from asrkit.recognizer import RecognizerError, score_exports
 
-    from asrkit.decoders.scoring import score_texts
-    from asrkit.export import OnnxModel
-    from asrkit.io import DataDir
-    from asrkit.recognizer import Recognizer
-    from asrkit.utils import progress
-
-    base = Recognizer.from_dir(model_dir)
-    base.check_can_transcribe()
-    d = DataDir.read(data_dir)
-    if not d.has("text"):
-        raise ValueError(f"{data_dir}: no text file: the test set needs references")
-    ref = d.text()
-    utts = d.utt_ids()[:max_utts]
-    networks = {name: OnnxModel(path) for name, path in exports.items()}
-    recs = {"asrkit": base, **{
-        name: Recognizer(dataclasses.replace(base.folder, model=net), base.options,
-                         base.max_chunk) for name, net in networks.items()}}
-    hyps = {name: {} for name in recs}
-    seconds = dict.fromkeys(recs, 0.0)
-    audio_s, unreadable = 0.0, 0
-    for u in progress(d.audio(utts, sample_rate=base.sample_rate), total=len(utts),
-                      desc="test set", unit="utt"):
-        if u.error is not None:
-            print(f"asrkit export: {u.utt_id}: {u.error}; skipped", file=sys.stderr)
-            unreadable += 1
-            continue
-        audio_s += len(u.waveform) / base.sample_rate
-        for name, rec in recs.items():
-            t0 = time.perf_counter()
-            hyps[name][u.utt_id] = rec.transcribe(u.waveform, base.sample_rate,
-                                                  name=u.utt_id).text
-            seconds[name] += time.perf_counter() - t0
-    if not hyps["asrkit"]:
-        raise ValueError(f"{data_dir}: no utterance could be read")
-    out = {"data_dir": data_dir, "utterances": len(hyps["asrkit"]), "unreadable": unreadable,
-           "audio_seconds": round(audio_s, 2), "models": {}}
-    for name in recs:
-        rep = score_texts({u: ref.get(u, "") for u in hyps[name]}, hyps[name])
-        row = {"wer": round(rep.error_rate, 3), "wer_line": rep.summary_line(),
-               "seconds": round(seconds[name], 3)}
-        if name in networks:
-            row["network_seconds"] = round(networks[name].seconds, 6)
-            row["network_rtf"] = round(networks[name].seconds / audio_s, 5) if audio_s else None
-            row["same_text_as_asrkit"] = sum(hyps[name][u] == hyps["asrkit"][u]
-                                              for u in hyps[name])
-        out["models"][name] = row
-    return out
+    try:
+        t = score_exports(args.model_dir, args.test, networks, args.max_utts)
+    except (RecognizerError, OSError, ValueError) as e:
+        raise CommandError(str(e)) from e
+    for name, size in sizes.items():
+        t["models"][name]["bytes"] = size
+    return t
 
 
-def _print_test(t: dict, sizes: dict[str, int]) -> None:
+def _print_test(t: dict) -> None:
     print(f"test set {t['data_dir']}: {t['utterances']} utterances, {t['audio_seconds']} s of "
           f"audio" + (f" ({t['unreadable']} unreadable, left out)" if t["unreadable"] else ""))
+    print("  search: " + ", ".join(f"{k} {v}" for k, v in t["search"].items()))
     for name, row in t["models"].items():
         extra = ""
         if "network_seconds" in row:
             extra = (f"; network {row['network_seconds']:.2f} s (RTF {row['network_rtf']:.4f})"
-                     f", {sizes[name]} bytes, same text as asrkit on "
+                     f", {row['bytes']} bytes, same text as asrkit on "
                      f"{row['same_text_as_asrkit']}/{t['utterances']}")
         print(f"  {name:6s} WER {row['wer']:6.2f}%  total {row['seconds']:.2f} s{extra}")
     rows = t["models"]
     if "int8" in rows and "fp32" in rows:
         speed = rows["int8"]["network_seconds"] / max(rows["fp32"]["network_seconds"], 1e-9)
         print(f"  int8 vs fp32: WER {rows['int8']['wer'] - rows['fp32']['wer']:+.2f} points, "
-              f"size x{sizes['int8'] / sizes['fp32']:.2f}, network time x{speed:.2f}")
+              f"size x{rows['int8']['bytes'] / rows['fp32']['bytes']:.2f}, network time "
+              f"x{speed:.2f}")
 
 
 def run(args) -> int:
@@ -242,10 +215,7 @@ def run(args) -> int:
                "frame_shift": float(meta["frame_shift"])}
     status = 0
     if args.verify:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            raise CommandError("--verify needs onnxruntime: pip install onnxruntime") from None
+        _need_onnxruntime("--verify")
         summary["verify"] = _verify(model, args.onnx, args.tolerance)
         status = 0 if summary["verify"]["ok"] else 1
     exports, sizes = {"fp32": args.onnx}, {"fp32": summary["bytes"]}
@@ -264,12 +234,10 @@ def run(args) -> int:
                            "quantized_ops": q["quantized_ops"], "max_abs_diff": diff}
         exports["int8"], sizes["int8"] = path, q["int8_bytes"]
     if args.test:
-        from asrkit.recognizer import RecognizerError
+        from asrkit.export import OnnxModel
 
-        try:
-            summary["test"] = _test_set(args.model_dir, args.test, exports, args.max_utts)
-        except (RecognizerError, OSError, ValueError) as e:
-            raise CommandError(str(e)) from e
+        _need_onnxruntime("--test")
+        summary["test"] = _test_set(args, {k: OnnxModel(p) for k, p in exports.items()}, sizes)
     if args.json:
         print(json.dumps(summary))
     else:
@@ -288,7 +256,7 @@ def run(args) -> int:
                   f"; quantized: {ops or 'nothing'}); max |log_probs diff| from asrkit on a "
                   f"random batch {q['max_abs_diff']:.3g}")
         if args.test:
-            _print_test(summary["test"], sizes)
+            _print_test(summary["test"])
     return status
 
 
@@ -301,8 +269,6 @@ def _run_transducer(args, model, fconf, frame_shift, extra) -> int:
     from asrkit.export import ExportError, compare_transducer, transducer_to_onnx
 
     src = args.model_dir or args.model
-    if args.test:
-        raise CommandError("--test is not supported for a transducer model yet (use --verify)")
     if args.onnx.endswith(".onnx"):
         raise CommandError(f"--onnx {args.onnx}: a transducer exports a folder (encoder.onnx, "
                            "decoder.onnx, joiner.onnx, tokens.txt): name a folder, e.g. "
@@ -320,10 +286,7 @@ def _run_transducer(args, model, fconf, frame_shift, extra) -> int:
                "input_dim": model.input_dim, "vocab_size": model.num_classes}
     status = 0
     if args.verify:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            raise CommandError("--verify needs onnxruntime: pip install onnxruntime") from None
+        _need_onnxruntime("--verify")
         rng = np.random.default_rng(0)
         lengths = np.array([37, 23, 9], np.int32)
         feats = rng.standard_normal((37, 3, model.input_dim)).astype(np.float32)
@@ -346,6 +309,17 @@ def _run_transducer(args, model, fconf, frame_shift, extra) -> int:
             except OSError as e:
                 raise CommandError(f"{path}: {e.strerror or e}") from e
             summary["int8"][part] = {"onnx": path, "bytes": q["int8_bytes"]}
+    if args.test:
+        from asrkit.export import OnnxTransducer
+
+        _need_onnxruntime("--test")
+        parts = ("encoder", "decoder", "joiner")
+        nets = {"fp32": OnnxTransducer(args.onnx)}
+        sizes = {"fp32": sum(summary["bytes"][p] for p in parts)}
+        if args.int8:
+            nets["int8"] = OnnxTransducer(args.onnx, int8=True)
+            sizes["int8"] = sum(summary["int8"][p]["bytes"] for p in parts)
+        summary["test"] = _test_set(args, nets, sizes)
     if args.json:
         print(json.dumps(summary))
         return status
@@ -361,4 +335,6 @@ def _run_transducer(args, model, fconf, frame_shift, extra) -> int:
               f"{v['utterances']}: {'OK' if v['ok'] else 'MISMATCH'}")
     for q in summary.get("int8", {}).values():
         print(f"wrote {q['onnx']} ({q['bytes']} bytes)")
+    if args.test:
+        _print_test(summary["test"])
     return status

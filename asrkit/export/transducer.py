@@ -16,7 +16,8 @@ Each layer lowers itself (the network's layers as for a CTC export, ``Predictor.
 ``Joiner.onnx``). Every file's metadata has ``format = "asrkit-transducer"``, ``component``,
 and sherpa-onnx's keys ``vocab_size``, ``context_size`` (1 for an LSTM predictor),
 ``joiner_dim``, ``blank``; the encoder's also has the tokens, network, feature config and frame
-shift of a CTC export (:func:`asrkit.export.metadata`).
+shift of a CTC export (:func:`asrkit.export.metadata`) and the reader's ``unit`` (how the
+tokens spell words: ``word``, ``char``, ``piece``).
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def build_transducer_onnx(model, feature_config=None, frame_shift: float | None 
         helper.make_tensor_value_info("encoder_out", F, ["N", "T_out", H]),
         helper.make_tensor_value_info("encoder_out_lens", I64, ["N"])])
     meta = metadata(model, feature_config, frame_shift,
-                    {**(extra_metadata or {}), **_common_metadata(model, "encoder")})
+                    {**(extra_metadata or {}), **_common_metadata(model, "encoder"),
+                     "unit": str(model.reader.get("unit", "word"))})
     protos = {"encoder": make_model(graph, opset, "asrkit transducer encoder: x [N, T, D], "
                                     "x_lens [N] -> encoder_out [N, T', H], encoder_out_lens [N]",
                                     meta)}
@@ -161,38 +163,65 @@ class OnnxTransducer:
     decodes one utterance with the three files (``asrkit.decoders.transducer.words_of`` spells
     its tokens). ``tokens``, ``blank``, ``context_size``,
     ``predictor_kind`` come from the metadata.
+
+    It also stands in for the ``TransducerModel`` in asrkit's Recognizer
+    (``dataclasses.replace(folder, model=OnnxTransducer(...))``: its encoder, searched by
+    asrkit's searches over the exported decoder and joiner, :meth:`search_parts`):
+    ``transducer`` (the description's keys the metadata carries), ``reader`` (``unit``),
+    ``num_classes`` and ``input_dim`` are the model's. ``seconds`` adds up the time spent in
+    the three sessions (for speed figures). ``int8``: load ``encoder.int8.onnx``, ... (``asrkit
+    export --int8``) instead; ``threads``: each session's intra-op threads.
     """
 
-    def __init__(self, folder: str | os.PathLike, threads: int = 1):
+    def __init__(self, folder: str | os.PathLike, threads: int = 1, int8: bool = False):
         import onnxruntime as ort
 
         from asrkit.export.onnx_export import read_metadata
+        from asrkit.export.quantize import int8_path
 
         folder = os.fspath(folder)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
-        self.sessions = {}
+        self.sessions, paths = {}, {}
         for part, name in FILES.items():
             path = os.path.join(folder, name)
-            if not os.path.isfile(path):
-                raise ExportError(f"{path}: missing: not a transducer export folder")
-            self.sessions[part] = ort.InferenceSession(path, opts,
+            paths[part] = int8_path(path) if int8 else path
+            if not os.path.isfile(paths[part]):
+                raise ExportError(f"{paths[part]}: missing: not a transducer export folder"
+                                  + (" with int8 files (asrkit export --int8)" if int8 else ""))
+            self.sessions[part] = ort.InferenceSession(paths[part], opts,
                                                        providers=["CPUExecutionProvider"])
-        meta = read_metadata(os.path.join(folder, FILES["encoder"]))
+        meta = read_metadata(paths["encoder"])
         if meta.get("component") != "encoder":
-            raise ExportError(f"{folder}: {FILES['encoder']} is not a transducer encoder export")
+            raise ExportError(f"{paths['encoder']} is not a transducer encoder export")
         self.tokens, self.blank = meta["tokens"], meta["blank"]
         self.input_dim, self.context_size = meta["input_dim"], meta["context_size"]
+        self.num_classes = meta["vocab_size"]
         self.predictor_kind = meta["predictor"]
         self.layers = meta.get("predictor_layers", 1)
         self.predictor_dim = meta["predictor_dim"]
+        self.transducer = {"predictor": self.predictor_kind, "predictor_dim": self.predictor_dim,
+                           "joiner_dim": meta["joiner_dim"], "context_size": self.context_size}
+        if self.predictor_kind == "lstm":
+            self.transducer["predictor_layers"] = self.layers
+        self.reader = {"unit": meta.get("unit", "word")}
+        self.seconds = 0.0
+
+    def _run(self, part: str, names, feed: dict) -> list:
+        """``sessions[part].run(names, feed)``, its time added to ``seconds``."""
+        import time
+
+        t0 = time.perf_counter()
+        out = self.sessions[part].run(names, feed)
+        self.seconds += time.perf_counter() - t0
+        return out
 
     def encode(self, feats: np.ndarray, lengths: np.ndarray | None = None):
         """The encoder output of a padded batch (see the class docstring)."""
         from asrkit.export.verify import padded_batch
 
         feats, lengths, single = padded_batch(feats, lengths)
-        enc, lens = self.sessions["encoder"].run(None, {
+        enc, lens = self._run("encoder", None, {
             "x": np.ascontiguousarray(feats.transpose(1, 0, 2)),
             "x_lens": np.asarray(lengths, np.int64)})
         enc, lens = enc.transpose(1, 0, 2), lens.astype(np.int32)
@@ -204,15 +233,15 @@ class OnnxTransducer:
         D]`` (zeros when None)."""
         y = np.asarray(y, np.int64)
         if self.predictor_kind != "lstm":
-            return self.sessions["decoder"].run(["decoder_out"], {"y": y})[0]
+            return self._run("decoder", ["decoder_out"], {"y": y})[0]
         shape = (self.layers, y.shape[0], self.predictor_dim)
         zeros = np.zeros(shape, np.float32)
-        return tuple(self.sessions["decoder"].run(None, {
+        return tuple(self._run("decoder", None, {
             "y": y, "h": zeros if h is None else h, "c": zeros if c is None else c}))
 
     def joiner(self, enc: np.ndarray, dec: np.ndarray) -> np.ndarray:
         """``logit`` float32 ``[N, V]`` of ``enc``, ``dec`` float32 ``[N, H]``."""
-        return self.sessions["joiner"].run(["logit"], {
+        return self._run("joiner", ["logit"], {
             "encoder_out": np.asarray(enc, np.float32), "decoder_out": np.asarray(dec, np.float32)
         })[0]
 
@@ -220,6 +249,12 @@ class OnnxTransducer:
         """A step object (``start() -> (state, out)``, ``step(state, label) -> (state, out)``,
         ``out`` float32 ``[H]``) running the exported decoder."""
         return _OnnxPredictorStep(self)
+
+    def search_parts(self):
+        """``TransducerModel.search_parts``'s ``(predictor, weight, bias, joiner)`` over the
+        exported files: :meth:`predictor`, None, None and :meth:`joiner` (the joiner's weights
+        stay in joiner.onnx, int8 ones too)."""
+        return self.predictor(), None, None, self.joiner
 
     def greedy(self, feats: np.ndarray, max_symbols: int = 3):
         """Greedy search (``asrkit.kernels.transducer.greedy_search``) over one utterance
@@ -271,7 +306,6 @@ def compare_transducer(model, folder: str | os.PathLike, feats: np.ndarray,
     "utterances": int}``.
     """
     from asrkit.kernels.transducer import greedy_search, joiner_logits
-    from asrkit.ops.transducer import predictor_step
 
     onx = OnnxTransducer(folder)
     ref, ref_len = model.encode(feats, lengths)
@@ -283,7 +317,7 @@ def compare_transducer(model, folder: str | os.PathLike, feats: np.ndarray,
 
     rng = np.random.default_rng(seed)
     V = model.num_classes
-    step = predictor_step(model.transducer["predictor"], model.predictor_arrays(), model.blank)
+    step, w, b, _ = model.search_parts()
     ostep = onx.predictor()
     (st, out), (ost, oout) = step.start(), ostep.start()
     dec_diff = float(np.abs(out - oout).max())
@@ -293,8 +327,6 @@ def compare_transducer(model, folder: str | os.PathLike, feats: np.ndarray,
 
     H = model.transducer["joiner_dim"]
     e, d = (rng.standard_normal((5, H)).astype(np.float32) for _ in range(2))
-    w = np.asarray(model.joiner.weight.value, np.float32)
-    b = np.asarray(model.joiner.bias.value, np.float32)
     join_diff = float(np.abs(joiner_logits(e, d, w, b) - onx.joiner(e, d)).max())
 
     same = 0

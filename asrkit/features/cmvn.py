@@ -14,8 +14,9 @@ and ``utterance_cmvn_batch`` normalises a padded batch ``[T, B, D]`` with its le
 never enters a statistic.
 
 ``normalize(feats, mode, ...)`` is the one place where a mode name (``NORMALIZE_MODES``: none,
-utterance, sliding, speaker) becomes numbers: the training reader, ``asrkit decode --model`` and
-the Recognizer all call it, so a model sees at inference the normalisation it was trained with.
+utterance, sliding, speaker, global) becomes numbers: the training reader, ``asrkit decode
+--model`` and the Recognizer all call it, so a model sees at inference the normalisation it was
+trained with.
 
 Differences from Kaldi: none intended in the numbers. Errors are ``ValueError`` where Kaldi calls
 ``KALDI_ERR``; the variance-flooring warning is not printed.
@@ -319,7 +320,7 @@ def utterance_cmvn_batch(feats, lengths, norm_vars: bool = False) -> np.ndarray:
     return out
 
 
-NORMALIZE_MODES = ("none", "utterance", "sliding", "speaker")
+NORMALIZE_MODES = ("none", "utterance", "sliding", "speaker", "global")
 
 
 class NormalizeOptionError(ValueError):
@@ -357,10 +358,13 @@ def normalize(feats, mode: str, norm_vars: bool = False, stats=None, cmn_window:
     - ``utterance``: the utterance's own stats (``apply_cmvn(x, cmvn_stats(x))``);
     - ``sliding``: Kaldi's ``apply-cmvn-sliding`` with ``cmn_window``, ``min_window`` (Kaldi's
       ``--min-cmn-window``) and ``center`` (``apply_cmvn_sliding``);
-    - ``speaker``: the given ``stats`` ``[2, D+1]`` (the speaker's, from ``cmvn.scp``).
+    - ``speaker``: the given ``stats`` ``[2, D+1]`` (the speaker's, from ``cmvn.scp``);
+    - ``global``: the given ``stats`` ``[2, D+1]`` of the whole training set, the same for every
+      recording (as ESPnet's global MVN): a short recording, or one cut close to its speech,
+      keeps its spectral shape, which its own mean would take away.
 
     ``norm_vars`` also divides by the standard deviation. Raises ValueError on an unknown mode,
-    bad window options, or ``speaker`` without stats.
+    bad window options, or ``speaker``/``global`` without stats.
     """
     check_normalize_options(mode, cmn_window, min_window, center)
     feats = _as_feats(feats)
@@ -372,5 +376,7 @@ def normalize(feats, mode: str, norm_vars: bool = False, stats=None, cmn_window:
         return apply_cmvn_sliding(feats, cmn_window=int(cmn_window), min_window=int(min_window),
                                   center=bool(center), norm_vars=norm_vars)
     if stats is None:
-        raise ValueError("cmvn mode 'speaker' needs the speaker's stats")
+        raise ValueError(f"cmvn mode {mode!r} needs "
+                         + ("the speaker's stats" if mode == "speaker" else "the training set's "
+                            "stats"))
     return apply_cmvn(feats, stats, norm_vars=norm_vars)

@@ -9,7 +9,8 @@ input in any chunking, the outputs concatenated are the offline functions' outpu
 - ``OnlineFeatures``: ``asrkit.features.compute`` (fbank, mfcc, spectrogram; ``snip_edges``
   both ways: with ``snip_edges=False`` the last frames reflect at the end of the signal, so they
   come from ``finish``; dither keyed by the global frame index as offline);
-- ``OnlineCmvn``: ``asrkit.features.normalize`` for ``none`` and ``sliding`` (Kaldi's
+- ``OnlineCmvn``: ``asrkit.features.normalize`` for ``none`` and ``global`` (every frame at
+  once, exactly as offline) and ``sliding`` (Kaldi's
   ``apply-cmvn-sliding``: a frame waits until its window is complete, i.e. the first
   ``min_window`` frames of a stream wait for frame ``min_window - 1``; with ``center`` every
   frame waits ``cmn_window - cmn_window // 2 - 1`` frames, and the first ones for frame
@@ -39,6 +40,7 @@ from asrkit.features.cmvn import (
     SLIDING_VARIANCE_FLOOR,
     VARIANCE_FLOOR,
     check_normalize_options,
+    normalize,
     sliding_windows,
 )
 
@@ -223,7 +225,8 @@ class OnlineFeatures(_Finished):
 class OnlineCmvn(_Finished):
     """``normalize(feats, mode, ...)`` fed frames in chunks; see the module docstring.
 
-    mode, norm_vars, cmn_window, min_window, center: as ``normalize``. causal: ``sliding`` only,
+    mode, norm_vars, cmn_window, min_window, center, stats: as ``normalize`` (``global``
+    normalises each frame as it comes, with ``stats``). causal: ``sliding`` only,
     Kaldi's online CMN (no waiting; differs on the first ``min_window`` frames). prior_frames:
     ``utterance``/``speaker``: frames normalised with their own statistics before the running
     mean takes over. ``accept(feats [n, D])`` returns the frames ready, ``finish()`` the rest.
@@ -232,8 +235,11 @@ class OnlineCmvn(_Finished):
 
     def __init__(self, mode: str, norm_vars: bool = False, cmn_window: int = 600,
                  min_window: int = 100, center: bool = False, causal: bool = False,
-                 prior_frames: int = 100):
+                 prior_frames: int = 100, stats=None):
         check_normalize_options(mode, cmn_window, min_window, center)
+        if mode == "global" and stats is None:
+            raise ValueError("cmvn mode 'global' needs the training set's stats")
+        self.stats = stats
         if mode in ("utterance", "speaker") and (
                 isinstance(prior_frames, bool) or not isinstance(prior_frames, int)
                 or prior_frames < 1):
@@ -253,7 +259,7 @@ class OnlineCmvn(_Finished):
     @property
     def delay_frames(self) -> int:
         """Frames a frame may wait for its statistics (at the start of a stream)."""
-        if self.mode == "none" or (self.mode == "sliding" and self.causal):
+        if self.mode in ("none", "global") or (self.mode == "sliding" and self.causal):
             return 0
         if self.mode == "sliding":  # centred: the first frame's window is the first cmn_window
             return self.cmn_window - 1 if self.center else self.min_window - 1
@@ -267,10 +273,10 @@ class OnlineCmvn(_Finished):
             raise ValueError(f"cmvn: expected frames [n, {self.dim or 'dims'}], got shape "
                              f"{x.shape}")
         self.dim = x.shape[1]
-        if self.mode == "none":
+        if self.mode in ("none", "global"):
             self.frames_in += len(x)
             self.frames_out += len(x)
-            return np.array(x, np.float32)
+            return normalize(x, self.mode, self.norm_vars, self.stats)
         x = x.astype(np.float32).astype(np.float64)
         if self._x is None:
             d = x.shape[1]
@@ -293,7 +299,7 @@ class OnlineCmvn(_Finished):
         """Float32 ``[m, D]``: the frames still waiting."""
         self._check_open("cmvn")
         self.finished = True
-        if self.mode == "none" or self._x is None:
+        if self.mode in ("none", "global") or self._x is None:
             return np.zeros((0, self.dim or 0), np.float32)
         return self._sliding(True) if self.mode == "sliding" else self._running(True)
 

@@ -78,6 +78,19 @@ class TransducerModel(Model):
         """The prediction network's parameter values in ``asrkit.ops.predictor_step``'s order."""
         return [np.asarray(p.value, np.float32) for p in self.predictor.step_params()]
 
+    def search_parts(self):
+        """What ``asrkit.decoders.transducer``'s searches take from the model: ``(predictor,
+        weight, bias, joiner)``: the prediction network's step object
+        (``asrkit.ops.transducer.predictor_step``), the joiner's output layer ``weight`` float32
+        ``[V, H]`` and ``bias`` ``[V]``, and None for the joiner function (the searches run
+        ``joiner_logits`` over weight and bias; an exported model,
+        ``asrkit.export.OnnxTransducer``, gives its joiner file instead)."""
+        from asrkit.ops.transducer import predictor_step
+
+        step = predictor_step(self.transducer["predictor"], self.predictor_arrays(), self.blank)
+        return (step, np.asarray(self.joiner.weight.value, np.float32),
+                np.asarray(self.joiner.bias.value, np.float32), None)
+
     def encode(self, feats, lengths=None, device: str = "cpu"):
         """The encoder output of a padded batch: feats float32 ``[T, B, input_dim]`` (or
         ``[T, input_dim]``, or a Sequence) -> ``(enc float32 [T', B, H], out_lengths int32

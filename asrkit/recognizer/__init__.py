@@ -27,6 +27,7 @@ _EXPORTS = {
     "StreamOptions": "asrkit.recognizer.stream",
     "model_stream": "asrkit.recognizer.model_stream",
     "load_hotwords": "asrkit.recognizer.hotwords",
+    "score_exports": "asrkit.recognizer.exports",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

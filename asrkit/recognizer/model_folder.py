@@ -14,9 +14,9 @@ The folder is a trust boundary: it is shipped to users and read by ``asrkit tran
 absolute paths, no ``..``, no symbolic link out of it), every value is checked, and errors
 (``ModelFolderError``) name the file and key at fault.
 
-Normalisation settings (``cmvn``, ``norm_vars`` and for ``sliding`` ``cmn_window``,
-``min_cmn_window``, ``cmn_center``) are the training reader's (``ReaderConfig.normalization``),
-applied by ``asrkit.features.normalize``.
+Normalisation settings (``cmvn``, ``norm_vars``, for ``sliding`` ``cmn_window``,
+``min_cmn_window``, ``cmn_center``, and for ``global`` the training set's ``global_stats``) are
+the training reader's (``ReaderConfig.normalization``), applied by ``asrkit.features.normalize``.
 """
 
 from __future__ import annotations
@@ -74,7 +74,25 @@ def normalization_settings(source: dict, where: str) -> dict:
         key = {"mode": "cmvn", "min_window": "min_cmn_window", "center": "cmn_center"}.get(
             e.option, e.option)
         raise ModelFolderError(f"{where}: {key}: {e.reason}") from None
+    out["global_stats"] = None
+    if out["cmvn"] == "global":
+        out["global_stats"] = _global_stats(source.get("global_stats"), where)
     return out
+
+
+def _global_stats(value, where: str) -> list:
+    """Checked ``global_stats``: Kaldi CMVN stats as nested lists ``[2][D+1]`` of finite
+    numbers with a frame count of at least 1."""
+    ok = (isinstance(value, list) and len(value) == 2
+          and all(isinstance(row, list) for row in value)
+          and len(value[0]) == len(value[1]) >= 2
+          and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                  for row in value for v in row))
+    if not ok or value[0][-1] < 1:
+        raise ModelFolderError(f"{where}: global_stats: cmvn \"global\" needs the training "
+                               "set's CMVN stats, [2][dim+1] finite numbers with a frame count "
+                               "of at least 1")
+    return value
 
 
 def read_manifest(folder: str) -> dict:

@@ -139,8 +139,8 @@ class Recognizer:
     @property
     def normalization(self) -> dict:
         """The CMVN settings (``cmvn``, ``norm_vars``, ``cmn_window``, ``min_cmn_window``,
-        ``cmn_center``) the model was trained with."""
-        return {k: self.folder.manifest[k] for k in NORMALIZATION}
+        ``cmn_center``, ``global_stats``) the model was trained with."""
+        return {k: self.folder.manifest[k] for k in (*NORMALIZATION, "global_stats")}
 
     def settings(self) -> dict:
         """Keyword arguments that rebuild this Recognizer with ``from_dir`` (worker processes)."""
@@ -218,7 +218,9 @@ class Recognizer:
         from asrkit.features import cmvn_stats, normalize
 
         n = self.normalization
-        if n["cmvn"] == "speaker" and stats is None:
+        if n["cmvn"] == "global":
+            stats = n["global_stats"]
+        elif n["cmvn"] == "speaker" and stats is None:
             stats = cmvn_stats(feats)
         return normalize(feats, n["cmvn"], n["norm_vars"], stats, n["cmn_window"],
                          n["min_cmn_window"], n["cmn_center"])

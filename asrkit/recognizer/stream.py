@@ -144,7 +144,8 @@ class RecognizerStream:
         feature_shift = recognizer.feature_shift
         self.cmvn = OnlineCmvn(n["cmvn"], n["norm_vars"], n["cmn_window"], n["min_cmn_window"],
                                n["cmn_center"], options.cmvn_causal,
-                               max(int(round(options.cmvn_prior / feature_shift)), 1))
+                               max(int(round(options.cmvn_prior / feature_shift)), 1),
+                               n["global_stats"])
         shift = recognizer.frame_shift
         self.model = model_stream(folder.model, left=int(round(options.blstm_left / shift)),
                                   right=int(round(options.blstm_right / shift)))

@@ -74,15 +74,11 @@ class TransducerSearch:
     graph over the model's tokens (each word spelled as the model spells it)."""
 
     def __init__(self, folder, options: TransducerOptions, hotwords=()):
-        from asrkit.ops.transducer import predictor_step
-
         model = folder.model
         self.model, self.options = model, options
         self.frame_shift = folder.frame_shift
-        self.predictor = predictor_step(model.transducer["predictor"], model.predictor_arrays(),
-                                        model.blank)
-        self.weight = np.asarray(model.joiner.weight.value, np.float32)
-        self.bias = np.asarray(model.joiner.bias.value, np.float32)
+        # asrkit's prediction network and joiner, or an export's (asrkit.export.OnnxTransducer)
+        self.predictor, self.weight, self.bias, self.joiner = model.search_parts()
         # the reader's "piece" (SentencePiece) is the decoders' "bpe"
         unit = model.reader.get("unit", "word")
         self.unit = "bpe" if unit == "piece" else unit
@@ -128,11 +124,11 @@ class TransducerSearch:
         if o.method == "greedy":
             return TransducerGreedySearch(self.predictor, self.weight, self.bias, m.blank,
                                           o.max_symbols, m.tokens, self.unit, self.delimiter,
-                                          start=start)
+                                          start=start, joiner=self.joiner)
         return TransducerBeamSearch(self.predictor, self.weight, self.bias, m.blank, o.beam,
                                     m.tokens, self.unit, self.delimiter, lm=self.lm,
                                     lm_weight=o.lm_weight, word_bonus=o.word_bonus,
-                                    context=context, start=start)
+                                    context=context, start=start, joiner=self.joiner)
 
     def nbest(self, enc: np.ndarray):
         """The search's hypotheses (``asrkit.decoders.transducer.TransducerHypothesis``), best
@@ -159,6 +155,9 @@ class TransducerSearch:
         from asrkit.recognizer.result import AlignedWord
 
         m = self.model
+        if self.weight is None:
+            raise RecognizerError("forced alignment needs asrkit's own joiner, not an exported "
+                                  "one")
         try:
             (phrase,) = token_phrases([Hotword(list(words), 0.0)], m.tokens, self.unit,
                                       self.delimiter)

@@ -1,6 +1,7 @@
 """The training reader: a Kaldi data dir with features and transcripts -> padded minibatches.
 
-Inputs: ``feats.scp`` (+ ``cmvn.scp`` per speaker, applied as Kaldi's ``apply-cmvn``), ``text``,
+Inputs: ``feats.scp`` (+ ``cmvn.scp`` per speaker, applied as Kaldi's ``apply-cmvn``; or one
+``global`` normalisation for every recording, from the training set's statistics), ``text``,
 ``utt2spk`` and a ``tokens.txt``; ``utt2num_frames`` (written by ``asrkit compute-features``)
 gives lengths without reading the features, and ``utt2dur`` or it balances the MPI shards.
 
@@ -20,6 +21,7 @@ skipped and counted in ``problems``; they never stop a run.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
 from collections.abc import Callable, Iterator
 
@@ -54,7 +56,10 @@ class ReaderConfig:
     #                                    sooner on short utterances)
     seed: int = 0                      # shuffling and augmentation seed
     cmvn: str = "speaker"              # speaker (cmvn.scp; none if absent) | utterance |
-    #                                    sliding | none (asrkit.features.normalize)
+    #                                    sliding | global | none (asrkit.features.normalize)
+    global_cmvn: str = ""              # global: a Kaldi stats file [2, D+1] (asrkit
+    #                                    compute-features' global_cmvn.stats); empty: the
+    #                                    statistics of data_dir's features, computed once
     norm_vars: bool = False            # CMVN also normalises variances
     cmn_window: int = 600              # sliding: window in frames (apply-cmvn-sliding's)
     min_cmn_window: int = 100          # sliding: shortest window at the start (not centred)
@@ -66,9 +71,49 @@ class ReaderConfig:
     #                                    options; empty: no augmentation
 
     def normalization(self) -> dict:
-        """The feature normalisation settings (kept in model files and model folders)."""
-        return {"cmvn": self.cmvn, "norm_vars": self.norm_vars, "cmn_window": self.cmn_window,
-                "min_cmn_window": self.min_cmn_window, "cmn_center": self.cmn_center}
+        """The feature normalisation settings (kept in model files and model folders); for
+        ``global`` with ``global_stats``, the statistics as nested lists ``[2][D+1]``."""
+        out = {"cmvn": self.cmvn, "norm_vars": self.norm_vars, "cmn_window": self.cmn_window,
+               "min_cmn_window": self.min_cmn_window, "cmn_center": self.cmn_center}
+        if self.cmvn == "global":
+            out["global_stats"] = training_set_stats(self.data_dir, self.global_cmvn).tolist()
+        return out
+
+
+@functools.lru_cache(maxsize=8)
+def training_set_stats(data_dir: str, stats_file: str = "") -> np.ndarray:
+    """float64 ``[2, D+1]`` Kaldi CMVN stats for ``global`` normalisation: ``stats_file``'s when
+    given, else accumulated over every readable utterance of ``data_dir``'s ``feats.scp`` (all
+    of it, not a rank's shard, so every MPI rank normalises alike). Raises ReaderError naming
+    the file."""
+    from asrkit.features import accumulate_cmvn_stats
+    from asrkit.io.kaldi_tables import TableError, read_table_entries
+
+    where = stats_file or f"{data_dir}/feats.scp"
+    if stats_file:
+        try:
+            stats = np.asarray(read_rxfilename(stats_file), dtype=np.float64)
+        except Exception as e:  # noqa: BLE001 - any unreadable file is the same error
+            raise ReaderError(f"{stats_file}: cannot read CMVN stats ([reader] global_cmvn): "
+                              f"{e}") from None
+    else:
+        stats = None
+        try:  # a damaged entry is the reader's to report (and skip): not counted here
+            for entry in read_table_entries(f"scp:{where}"):
+                feats = entry.value if entry.error is None else None
+                if feats is not None and np.ndim(feats) == 2 and len(feats) and (
+                        stats is None or feats.shape[1] == stats.shape[1] - 1) and \
+                        np.isfinite(feats).all():
+                    stats = accumulate_cmvn_stats(stats, feats)
+        except (OSError, TableError) as e:
+            raise ReaderError(f"{where}: cannot read: {e}") from None
+        if stats is None:
+            raise ReaderError(f"{where}: no readable features for the global CMVN statistics")
+    if stats.ndim != 2 or stats.shape[0] != 2 or stats.shape[1] < 2 or \
+            not np.isfinite(stats).all() or stats[0, -1] < 1:
+        raise ReaderError(f"{where}: not Kaldi CMVN stats [2, D+1] with a frame count of at "
+                          f"least 1 (shape {stats.shape})")
+    return stats
 
 
 @dataclasses.dataclass
@@ -276,7 +321,7 @@ class Reader:
         from asrkit.features import normalize
 
         norm = self.config.normalization()
-        stats = None
+        stats = norm.get("global_stats")
         if norm["cmvn"] == "speaker":
             spk = self.utt2spk.get(utt)
             if spk not in self.cmvn_scp:
@@ -424,6 +469,9 @@ def reader_config_from_dict(section: dict, where: str, error=ValueError) -> Read
         key = {"mode": "cmvn", "min_window": "min_cmn_window", "center": "cmn_center"}.get(
             e.option, e.option)
         raise error(f"{where}.{key}: {e.reason}") from None
+    if cfg.global_cmvn and cfg.cmvn != "global":
+        raise error(f"{where}.global_cmvn: a statistics file is only for cmvn = \"global\" "
+                    f"(cmvn is {cfg.cmvn!r})")
     from asrkit.config.acoustic_net import check_interval
 
     for k, interval in READER_RANGES.items():

@@ -28,6 +28,7 @@ import glob
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
@@ -259,9 +260,24 @@ def single_threaded_blas():
                 set_local(_SINGLE[1])
 
 
-def in_worker_threads(pool, fn, calls) -> None:
+_POOL: list = []  # the one worker pool of the CPU kernels, made on first use
+
+
+def worker_pool() -> ThreadPoolExecutor:
+    """The CPU kernels' one pool of worker threads (``cores - 1`` of them; the caller's thread is
+    the other), made on first use and shared by the attention, LSTM and RNN-T kernels. Its
+    tasks must not wait on one another (a barrier-synchronised gang has its own threads:
+    ``_sync.Gang``)."""
+    with _LOCK:
+        if not _POOL:
+            _POOL.append(ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
+                                            thread_name_prefix="asrkit-kernel"))
+        return _POOL[0]
+
+
+def in_worker_threads(fn, calls) -> None:
     """``fn(*args)`` for each ``args`` of ``calls``: the first in this thread, the others on
-    ``pool`` (a ThreadPoolExecutor), all inside one :func:`single_threaded_blas` region; where
+    the :func:`worker_pool`, all inside one :func:`single_threaded_blas` region; where
     that region is not to be had (another BLAS) they run in turn in this thread, and the BLAS
     threads its own GEMMs."""
     with single_threaded_blas() as single:
@@ -269,6 +285,7 @@ def in_worker_threads(pool, fn, calls) -> None:
             for args in calls:
                 fn(*args)
             return
+        pool = worker_pool()
         futures = [pool.submit(fn, *args) for args in calls[1:]]
         if calls:
             fn(*calls[0])

@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from llvmlite import ir
@@ -390,19 +388,6 @@ def _backward_pairs(gemm, q, k, v, out, dout, lse, dq, dk, dv, pairs, lengths, l
 
 # --- threads -------------------------------------------------------------------------------
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
-                                       thread_name_prefix="asrkit-attention")
-        return _POOL
-
-
 def _deal(items, threads):
     """``(cost, item)`` pairs dealt into ``threads`` (None: the cores) groups of about equal
     cost, largest first to the least loaded group; empty groups are dropped."""
@@ -434,7 +419,7 @@ def _run(groups, fn):
     """``fn(g, group)`` for every group, one per thread, each thread's BLAS calls
     single-threaded (``_gemm.in_worker_threads``): the GEMMs run in parallel threads of their
     own."""
-    in_worker_threads(_pool(), fn, list(enumerate(groups)))
+    in_worker_threads(fn, list(enumerate(groups)))
 
 
 # --- entry points ----------------------------------------------------------------------------

@@ -62,8 +62,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit, types
@@ -78,6 +76,7 @@ from asrkit.kernels.cpu._gemm import (
     matmul_rows,
     matmul_rows_into,
     single_threaded_blas,
+    worker_pool,
 )
 from asrkit.kernels.cpu._sync import Gang, abort, barrier, cpu_count, new_barrier, yield_function
 from asrkit.kernels.reference.lstm import check_lengths, join_directions
@@ -428,17 +427,6 @@ def _contig(a, dt):
 
 
 MIN_ROWS_PER_THREAD = 4  # below this, splitting the batch over threads costs more than it saves
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 1) - 1),
-                                       thread_name_prefix="asrkit-lstm")
-        return _POOL
 
 
 def _thread_count(threads, B) -> int:
@@ -470,7 +458,7 @@ def _batch_order(lengths, groups):
 
 def _run_blocks(bounds, fn):
     """Run ``fn(r0, r1)`` for every row block: the first in this thread, the others in the pool."""
-    futures = [_pool().submit(fn, r0, r1) for r0, r1 in bounds[1:]]
+    futures = [worker_pool().submit(fn, r0, r1) for r0, r1 in bounds[1:]]
     if bounds:
         fn(*bounds[0])
     for f in futures:

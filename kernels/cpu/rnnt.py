@@ -43,7 +43,7 @@ from numba import njit, prange
 
 from asrkit.kernels.cpu._gemm import blas_threads_local, in_worker_threads
 from asrkit.kernels.cpu.ctc import _VEC, _exp, _row_max
-from asrkit.kernels.cpu.lstm import _pool, fast_tanh
+from asrkit.kernels.cpu.lstm import fast_tanh
 
 NEG_INF = -np.inf
 BLOCK_ROWS = 512  # joiner rows per block: z [512, V] stays in L2 for V up to ~500 (float32)
@@ -303,7 +303,7 @@ def _in_workers(bounds, fn):
     """Run ``fn(k, r0, r1)`` for each range k, one per thread, each with single-threaded BLAS
     calls (``_gemm.in_worker_threads``): one kind of thread at a time on the cores, no
     synchronisation between blocks."""
-    in_worker_threads(_pool(), fn, [(k, r0, r1) for k, (r0, r1) in enumerate(bounds)])
+    in_worker_threads(fn, [(k, r0, r1) for k, (r0, r1) in enumerate(bounds)])
 
 
 def rnnt_joiner_loss(enc, pred, weight, bias, targets, input_lengths, target_lengths,

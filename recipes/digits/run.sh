@@ -14,7 +14,7 @@
 #               and every installed English TTS voice, perturbed and sent through simulated
 #               rooms, microphones, phone lines and codecs (local/make_corpus.py); cached
 #   1 features  13 MFCCs of 8 kHz audio (16 kHz input is resampled, so one model serves both),
-#               per-utterance mean normalisation (as asrkit transcribe does)
+#               one global mean and variance (the training set's, kept in the model)
 #   2 lang      tokens, lexicon, 3-gram LM on the training transcripts (asrkit lm train)
 #   3 pretrain  BLSTM-CTC on the synthetic speech alone (exp/synth)
 #   4 train     the shipped model: from exp/synth, on synthetic + all four real speakers

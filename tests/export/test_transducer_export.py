@@ -3,6 +3,7 @@ each equals asrkit to float32 rounding, and greedy search over the three files g
 words (the hand-set tone transducer of tests/transducer, and small Conformer transducers)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -167,3 +168,79 @@ def test_sherpa_onnx_decodes_the_exported_files(tone_transducer, tmp_path):
         s.accept_waveform(RATE, (32768 * wave).astype(np.float32))
         rec.decode_stream(s)
         assert list(s.result.tokens) == ["three", "one", "two"], method
+
+
+@pytest.fixture(scope="module")
+def tone_test_set(tmp_path_factory):
+    """Five tone recordings as a Kaldi data dir (tests/recognizer/tone_lstm.py), one reference
+    word changed so that no WER is zero: ``(data dir, {utt: reference}, {utt: wav path})``."""
+    from tests.recognizer.tone_lstm import tone_utterance, write_data_dir
+
+    rng = np.random.default_rng(7)
+    data = tmp_path_factory.mktemp("tone_test") / "data"
+    write_data_dir(str(data), [tone_utterance(rng) for _ in range(5)], "u")
+    refs = dict(line.split(" ", 1) for line in (data / "text").read_text().splitlines())
+    first, *rest = refs["u-0001"].split()
+    refs["u-0001"] = " ".join(["five" if first != "five" else "one", *rest])
+    (data / "text").write_text("".join(f"{u} {t}\n" for u, t in refs.items()))
+    wavs = dict(line.split(" ", 1) for line in (data / "wav.scp").read_text().splitlines())
+    return data, refs, wavs
+
+
+def _wer(refs: dict, hyps: dict) -> float:
+    import jiwer
+
+    return 100 * jiwer.wer([refs[u] for u in refs], [hyps[u] for u in refs])
+
+
+@pytest.mark.parametrize("decode", [{}, {"method": "greedy"}])
+def test_export_test_set_of_the_conformer_transducer(decode, tone_test_set, tmp_path, capsys):
+    """``asrkit export --int8 --test`` on the streaming tone Conformer-transducer: the WERs it
+    gives are jiwer's of asrkit's own transcripts and, under greedy search, of the fp32 and
+    int8 files decoded by OnnxTransducer.greedy; the fp32 files give asrkit's words."""
+    import re
+    import shutil
+
+    from asrkit.cli.main import main
+    from tests.streaming.tone_conformer_transducer import FOLDER
+
+    data, refs, wavs = tone_test_set
+    folder = tmp_path / "model"
+    shutil.copytree(FOLDER, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "decode": decode}))
+    out = tmp_path / "onnx"
+    args = ["export", "--model-dir", str(folder), "--onnx", str(out), "--int8", "--test",
+            str(data)]
+    rec = Recognizer.from_dir(folder)
+    hyps = {u: rec.transcribe(wavs[u]).text for u in refs}
+    assert 0 < _wer(refs, hyps) < 50
+    if not decode:
+        assert main([*args, "--json"]) == 0
+        t = json.loads(capsys.readouterr().out)["test"]
+        assert t["search"]["method"] == "beam" and t["utterances"] == 5
+        wers = {name: row["wer"] for name, row in t["models"].items()}
+        assert t["models"]["fp32"]["same_text_as_asrkit"] == 5
+        assert t["models"]["fp32"]["network_seconds"] > 0
+        sizes = [t["models"][k]["bytes"] for k in ("fp32", "int8")]
+        assert sizes[0] == sum(os.path.getsize(out / f"{p}.onnx")
+                               for p in ("encoder", "decoder", "joiner")) > sizes[1]
+    else:
+        assert main(args) == 0
+        text = capsys.readouterr().out
+        assert "search: method greedy, beam 4, max_symbols 3" in text
+        assert "same text as asrkit on 5/5" in text
+        wers = {n: float(w) for n, w in re.findall(r"^  (\w+) +WER +([\d.]+)%", text, re.M)}
+        for name, int8 in (("fp32", False), ("int8", True)):
+            onx = OnnxTransducer(out, int8=int8)
+            mine = {}
+            for u in refs:
+                feats = rec.normalize(rec.features(rec.load_audio(wavs[u])))
+                tokens, frames, _ = onx.greedy(feats)
+                mine[u] = " ".join(words_of(tokens, frames, onx.tokens)[0])
+            assert wers[name] == pytest.approx(_wer(refs, mine), abs=5e-3), name
+    assert set(wers) == {"asrkit", "fp32", "int8"}
+    assert wers["asrkit"] == pytest.approx(_wer(refs, hyps), abs=5e-3)
+    assert wers["fp32"] == wers["asrkit"]
+    with pytest.raises(ExportError, match="encoder.int8.onnx: missing: .* with int8 files"):
+        OnnxTransducer(tmp_path, int8=True)

@@ -87,3 +87,44 @@ def test_server_streams_the_conformer_transducer(utterances):
 
 def test_bench_stream_reports_latency_per_chunk(tmp_path, utterances, capsys):
     check_bench_stream(tmp_path, utterances, FOLDER, capsys)
+
+
+def test_bench_stream_measures_each_search_method_side_by_side(tmp_path, utterances, capsys):
+    """``asrkit bench stream --method greedy beam`` on two utterances (one reference word
+    changed, so the WERs are not zero): one case per chunk size and method, in that order; each
+    method's offline WER is jiwer's of that method's own transcripts, its stream gives the
+    same words, every word is timed. A CTC folder refuses --method in one line."""
+    import jiwer
+
+    from asrkit.cli.main import main
+    from tests.recognizer.tone_lstm import FOLDER as CTC_FOLDER
+    from tests.recognizer.tone_lstm import write_data_dir
+
+    data = tmp_path / "data"
+    write_data_dir(str(data), utterances[:3], "u")
+    refs = dict(line.split(" ", 1) for line in (data / "text").read_text().splitlines())
+    words = refs["u-0000"].split()
+    words[0] = "five" if words[0] != "five" else "one"
+    refs["u-0000"] = " ".join(words)
+    (data / "text").write_text("".join(f"{u} {t}\n" for u, t in refs.items()))
+    assert main(["bench", "stream", str(data), "--model-dir", FOLDER, "--method", "greedy",
+                 "beam", "--chunks", "0.1", "0.5", "--max-utts", "2", "--json"]) == 0
+    cases = json.loads(capsys.readouterr().out)["cases"]
+    assert [(c["extra"]["chunk_s"], c["extra"]["method"]) for c in cases] == [
+        (0.1, "greedy"), (0.1, "beam"), (0.5, "greedy"), (0.5, "beam")]
+    assert cases[0]["name"] == "stream chunk 0.1 s greedy"
+    used = sorted(refs)[:2]
+    for c in cases:
+        x = c["extra"]
+        rec = Recognizer.from_dir(FOLDER, method=x["method"])
+        hyps = [rec.transcribe(u.samples, RATE).text for u in utterances[:2]]
+        want = 100 * jiwer.wer([refs[u] for u in used], hyps)
+        assert 0 < x["wer_offline"] == pytest.approx(want, abs=0.01)
+        assert x["wer_stream"] == x["wer_offline"] and x["utterances"] == 2
+        assert x["words_timed"] == sum(len(u.words) for u in utterances[:2]) - 1
+        assert 0 < x["rtf"] and 0 < x["offline_rtf"] and c["reference_s"] > 0
+    assert main(["bench", "stream", str(data), "--model-dir", CTC_FOLDER, "--method",
+                 "beam"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--method picks a transducer's search (beam); this is a CTC " \
+        "model" in err[0], err

@@ -228,3 +228,28 @@ def test_force_align_is_the_best_of_all_paths():
     frames, logp = force_align(enc, step, W, b, y)
     assert tuple(frames) == best and logp == pytest.approx(path_logp(best), abs=1e-5)
     assert force_align(enc[:0], step, W, b, y) == ([], -math.inf)
+
+
+def test_a_joiner_function_stands_in_for_the_weights():
+    """An exported joiner (``joiner=``, weight and bias None) gives both searches the same
+    hypotheses as the weights do, and is called on equal-shaped [N, H] rows."""
+    from asrkit.decoders.transducer import TransducerBeamSearch, TransducerGreedySearch
+
+    m, enc, step, W, b = _search_case(seed=3, T=7, V=4)
+    rows = []
+
+    def joiner(e, o):
+        assert e.shape == o.shape and e.ndim == 2
+        rows.append(e.shape[0])
+        return joiner_logits(e, o, W, b)
+
+    for make in (lambda **k: TransducerGreedySearch(step, blank=0, max_symbols=2, **k),
+                 lambda **k: TransducerBeamSearch(step, blank=0, beam=3, **k)):
+        want, got = make(weight=W, bias=b), make(weight=None, bias=None, joiner=joiner)
+        for s in (want, got):
+            s.advance(enc[:3])
+            s.advance(enc[3:])
+        w, g = want.finish(3), got.finish(3)
+        assert [(h.tokens, h.frames) for h in g] == [(h.tokens, h.frames) for h in w]
+        assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-5)
+    assert rows and max(rows) > 1  # the beam search joins all hypotheses at once

@@ -5,7 +5,8 @@ the recipe compares its WER with, on the same audio.
 pocketsphinx 5.1.1 (pip) ships CMU's US English continuous acoustic model (16 kHz) and CMUdict.
 The grammar allows any sequence of the digit words (``oh`` included), so both systems face the
 same task: no LM, a closed vocabulary. Audio of any rate is resampled to 16 kHz. Each recording
-is decoded on its own (a new decoder, default settings), as ``asrkit transcribe`` does. Writes
+is decoded on its own (default settings, from a fresh front end: the results of a new decoder
+per recording, without loading the model for each), as ``asrkit transcribe`` does. Writes
 ``OUT/hyp.txt`` (``utt words...``), scored with ``asrkit score`` by the recipe.
 
 Usage: pocketsphinx_decode.py DATA_DIR OUT_DIR [--words zero,oh,one,...] [--jobs N]
@@ -46,14 +47,16 @@ def decode_part(task: tuple[str, list[str], list[str]]) -> tuple[list[str], int]
 
     hyps, failed = [], 0
     audio = DataDir.read(data_dir).audio(utts, scale="int16", sample_rate=16000)
+    dec = make_decoder(words)
     for u in audio:
         try:
             if u.error is not None:
                 raise ValueError(u.error)
             pcm = np.clip(np.round(u.waveform), -32768, 32767).astype("<i2").tobytes()
-            # a fresh decoder per recording: pocketsphinx adapts its CMN from one utterance to
-            # the next, so a shared one would make each result depend on the ones before it
-            dec = make_decoder(words)
+            # pocketsphinx adapts its CMN and noise estimate from one utterance to the next:
+            # each recording starts from a fresh front end, so no result depends on the ones
+            # before it (the acoustic model stays loaded)
+            dec.reinit_feat()
             dec.start_utt()
             dec.process_raw(pcm, full_utt=True)
             dec.end_utt()
