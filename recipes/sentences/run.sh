@@ -5,19 +5,31 @@
 #   recipes/sentences/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--dev-speakers N]
 #                            [--test-speakers N] [--utts-per-speaker N] [--test-utts-per-speaker N]
 #                            [--lm-sentences N] [--epochs N] [--nj N] [--mpi N] [--no-prepare]
+#                            [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
+#                            [--acoustic-scales "0.5 0.7 1"] [--wip-range LO:HI:STEP] [--resume]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
-#   0 data      grammar sentences spoken by eSpeak NG/flite/festival/Piper voices (split by
-#               voice), perturbed, simulated channels; a disjoint LM text (local/make_corpus.py)
+#   0 data      grammar sentences spoken by every installed English voice (eSpeak NG, flite,
+#               festival, Piper; drawn evenly), training speakers perturbed, all recorded
+#               through simulated channels; the test set by talkers never heard in training,
+#               and test_clean, the same without channels; a disjoint LM text
+#               (local/make_corpus.py over recipes/utils/synth)
 #   1 features  40-dim fbank + per-speaker CMVN stats (asrkit compute-features), validated
 #   2 lang      phone tokens + CMUdict lexicon (local/prepare_lang.py), 3-gram LM on the LM text
 #               (asrkit lm train), phone-level training transcripts with the pronunciations
 #               eSpeak NG spoke (local/phone_transcripts.py)
 #   3 train     BLSTM-CTC over phones (asrkit train conf/train.toml; on --mpi N ranks under mpiexec)
 #   4 graph     TLG with the 3-gram LM, and with the sentence grammar itself (asrkit graph build)
-#   5 decode    Viterbi beam search with both graphs (asrkit decode): the word insertion
-#               penalty tuned on dev (--tune-wip), then the test set, scored
-#   6 final     exp/final/: a self-contained model directory for asrkit transcribe; report.html
+#   5 decode    Viterbi beam search with both graphs (asrkit decode): the acoustic scale
+#               (--acoustic-scales) and word insertion penalty (--tune-wip) tuned on dev,
+#               then test and test_clean, scored
+#   6 models    with --models: each conf/NAME.toml (conformer_ctc: phones, as the BLSTM;
+#               conformer_transducer: characters) trained on the same data, its last 5
+#               checkpoints averaged, and decoded on the unheard voices (CTC: both graphs with
+#               the dev-tuned penalty; transducer: modified beam search with the 3-gram fused
+#               and a dev-tuned word bonus)
+#   7 final     exp/final/: a self-contained model directory for asrkit transcribe; WER tables
+#               of every model on the unheard voices, all and per voice (exp/tables/); report
 #
 # --nj N: jobs for data, features and decoding; --mpi N: training ranks (recipes/utils/setup.sh)
 set -euo pipefail
@@ -26,12 +38,18 @@ cd "$(dirname "$0")"
 train_speakers=200
 dev_speakers=10
 test_speakers=40
-utts_per_speaker=30
+utts_per_speaker=15  # 3000 training utterances (2.4 h): 26 min of BLSTM training on one core
 test_utts_per_speaker=10
 lm_sentences=50000
 epochs=15
 nj=2       # jobs for data, features and decoding (--mpi N: training ranks)
 prepare=1  # install the voices first (../utils/prepare_recipe.sh); --no-prepare skips it
+models=           # stage 6: other model configs to train and compare (conf/NAME.toml)
+model_epochs=     # their epochs (default: each config's own)
+acoustic_scales="0.5 0.7 1"  # tried on dev with each graph (stage 5, 6), with the penalties
+wip_range=-6:2:1  # word insertion penalties tried on dev (-4 was the edge of -4:0:1)
+resume=           # --resume: a training stage continues from its last checkpoint (a finished
+flag_options=resume  # one only writes its model again, so --stage 6 --resume redoes decodes)
 
 . ../utils/setup.sh "$@"  # options, $python, run_stages, log, log_mpi, decode_tuned
 
@@ -45,7 +63,7 @@ stage_data() {
 }
 
 stage_features() {
-  for part in train dev test; do
+  for part in train dev test test_clean; do
     log asrkit compute-features "data/$part" --config conf/fbank.toml --out "data/fbank/$part" \
       --jobs "$nj"
     log asrkit data validate "data/fbank/$part"
@@ -66,7 +84,8 @@ stage_lang() {
 }
 
 stage_train() {
-  log_mpi asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs"
+  log_mpi asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs" \
+    ${resume:+--resume}
 }
 
 stage_graph() {
@@ -76,24 +95,84 @@ stage_graph() {
     --grammar data/lang/grammar.jsgf --out exp/graph_grammar
 }
 
-stage_decode() {
+decode_graphs() {  # decode_graphs MODEL OUT: with each graph, the acoustic scale (the LM weight's
+  # inverse) and the word insertion penalty tuned on dev, as Kaldi's scoring tunes both; then
+  # the tests with them
+  local graph ac errors best fewest
   for graph in tg grammar; do
-    decode_tuned "exp/graph_$graph" exp/blstm/final.mdl data/fbank/dev \
-      "exp/blstm/decode_dev_$graph" data/fbank/test "exp/blstm/decode_test_$graph"
+    best=; fewest=
+    for ac in $acoustic_scales; do
+      decode_tuned "exp/graph_$graph" "$1" data/fbank/dev "$2/tune_dev_$graph/ac$ac" \
+        -- --acoustic-scale "$ac" || return
+      errors=$(awk '/^%WER/ { print $4; exit }' "$2/tune_dev_$graph/ac$ac/wer.txt")
+      if [ -z "$fewest" ] || [ "$errors" -lt "$fewest" ]; then fewest=$errors; best=$ac; fi
+    done
+    decode_tuned "exp/graph_$graph" "$1" data/fbank/dev "$2/decode_dev_$graph" \
+      data/fbank/test "$2/decode_test_$graph" \
+      data/fbank/test_clean "$2/decode_test_clean_$graph" -- --acoustic-scale "$best" || return
+    echo "$best" > "$2/decode_dev_$graph/best_acoustic_scale"
+  done
+}
+
+stage_decode() {
+  decode_graphs exp/blstm/final.mdl exp/blstm
+}
+
+stage_models() {
+  [ -n "$models" ] || { echo "no --models: only the BLSTM is trained"; return 0; }
+  local m part
+  model_configs $models || return
+  for m in $models; do
+    # a transducer spells words itself (no lexicon, no TLG): characters are its tokens
+    if is_transducer "$m"; then
+      log asrkit model tokens data/fbank/train data/lang/chars.txt --unit char || return
+    fi
+    log_mpi asrkit train "conf/$m.toml" --out "exp/$m" \
+      ${model_epochs:+--set "train.epochs=$model_epochs"} ${resume:+--resume} || return
+    # the last 5 checkpoints (one per epoch), as many as there are when --model-epochs is below 5
+    log asrkit model average "exp/$m" "exp/$m/avg.mdl" \
+      --avg "$((${model_epochs:-5} < 5 ? ${model_epochs:-5} : 5))" || return
+    if is_transducer "$m"; then
+      package_tuned_bonus "exp/$m/avg.mdl" conf/fbank.toml "exp/$m/final" data/dev \
+        "exp/$m/decode_dev_tg" --lm data/lang/G.arpa || return
+      for part in test test_clean; do
+        transcribe_data "exp/$m/final" "data/$part" "exp/$m/decode_${part}_tg" \
+          --lm data/lang/G.arpa || return
+      done
+    else
+      decode_graphs "exp/$m/avg.mdl" "exp/$m" || return
+    fi
   done
 }
 
 stage_final() {
   log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg --features conf/fbank.toml \
-    --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" --out exp/final
+    --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" \
+    --acoustic-scale "$(cat exp/blstm/decode_dev_tg/best_acoustic_scale)" --out exp/final
+  # WER on the unheard voices: all of them, and one row per voice (eSpeak NG's variants as one)
+  local m g systems=()
+  for m in blstm $models; do
+    for g in tg grammar; do
+      [ -d "exp/$m/decode_test_$g" ] || continue
+      systems+=(--system "$m ${g/tg/3-gram}=exp/$m/decode_{set}_$g")
+    done
+  done
+  mkdir -p exp/tables
+  utt2voice data/test > exp/tables/test.utt2voice  # test_clean has the same utterances
+  log "$python" ../digits/local/wer_table.py exp/tables/test.tsv --set test=data/test \
+    --set test_clean=data/test_clean "${systems[@]}" || return
+  log "$python" ../digits/local/wer_table.py exp/tables/test_voices.tsv --set test=data/test \
+    --set test_clean=data/test_clean "${systems[@]}" --group-file exp/tables/test.utt2voice \
+    || return
   log asrkit report exp/blstm --title "sentences: BLSTM-CTC over phones" \
-    --out exp/blstm/report.html
+    --table "Voices never heard in training=exp/tables/test.tsv" \
+    --table "Per voice=exp/tables/test_voices.tsv" --commands exp/commands.txt \
+    --config conf/train.toml --config conf/fbank.toml --out exp/blstm/report.html
 }
 
-run_stages data features lang train graph decode final
+run_stages data features lang train graph decode models final
 
-for graph in tg grammar; do
-  f=exp/blstm/decode_test_$graph/wer.txt
-  [ -f "$f" ] && echo "test ($graph): $(grep '^%WER' "$f")"
+for t in exp/tables/test.tsv exp/tables/test_voices.tsv; do
+  [ -f "$t" ] && { echo "== $t"; column -t -s $'\t' "$t"; }
 done
 exit 0

@@ -15,7 +15,8 @@
 #
 # Then it checks that `asrkit` is on PATH, sets $bindir (its folder) and $python (the python
 # next to it), appends the command line to exp/commands.txt, and defines run_stage, run_stages,
-# log, log_mpi and decode_tuned.
+# log, log_mpi, decode_tuned, model_configs, is_transducer, transcribe_data, package_tuned_bonus
+# and utt2voice.
 
 : "${stage:=0}" "${stop_stage:=100}" "${nj:=1}" "${mpi:=1}" "${wip_range:=-4:0:1}"
 _cmdline="# $(date -u +%FT%TZ) $0 $*"
@@ -101,4 +102,50 @@ decode_tuned() {  # decode_tuned GRAPH MODEL DEV DEV_OUT [DATA OUT]... [-- DECOD
     log asrkit decode --graph "$graph" --model "$model" "${sets[i]}" --out "${sets[i + 1]}" \
       --word-insertion-penalty="$(cat "${sets[1]}/best_wip")" --nj "$nj" "${opts[@]}" || return
   done
+}
+
+model_configs() {  # model_configs NAME...: each has its conf/NAME.toml (else an error naming it)
+  local m
+  for m in "$@"; do
+    [ -f "conf/$m.toml" ] || { echo "run.sh: --models $m: there is no conf/$m.toml" >&2; return 1; }
+  done
+}
+
+is_transducer() { grep -q '^type = "transducer"' "conf/$1.toml"; }  # is_transducer NAME
+
+transcribe_data() {  # transcribe_data MODEL_DIR DATA_DIR OUT [TRANSCRIBE_OPTS...]
+  # DATA_DIR's audio through asrkit transcribe with the model folder MODEL_DIR (a transducer's
+  # needs no graph) -> OUT/hyp.txt under the utterance ids, scored into OUT/wer.txt
+  mkdir -p "$3"
+  cut -d' ' -f2- "$2/wav.scp" > "$3/audio.list"
+  log asrkit transcribe --model-dir "$1" --nj "$nj" "${@:4}" $(cat "$3/audio.list") \
+    > "$3/transcripts.tsv" || return
+  # path<TAB>text back to utterance ids (the paths are unique: one file per utterance)
+  awk -F'\t' 'NR == FNR { split($0, f, " "); utt[substr($0, length(f[1]) + 2)] = f[1]; next }
+       { print utt[$1], $2 }' "$2/wav.scp" "$3/transcripts.tsv" > "$3/hyp.txt"
+  log asrkit score "$2/text" "$3/hyp.txt" > "$3/wer.txt"
+}
+
+package_tuned_bonus() {  # package_tuned_bonus MODEL FEATURES OUT DEV DEV_OUT [TRANSCRIBE_OPTS...]
+  # a transducer's model folder OUT (asrkit package, no graph) whose word bonus (nats per word:
+  # a transducer deletes more than it inserts) is the one of 0..3 with the fewest errors on the
+  # data dir DEV (DEV_OUT/bonusN, DEV_OUT/best_word_bonus), as decode_tuned tunes a CTC model's
+  # insertion penalty on dev
+  local model=$1 features=$2 out=$3 dev=$4 dev_out=$5 bonus errors best=0 fewest=
+  shift 5
+  log asrkit package --model "$model" --features "$features" --out "$out" || return
+  for bonus in 0 1 2 3; do
+    transcribe_data "$out" "$dev" "$dev_out/bonus$bonus" --word-bonus "$bonus" "$@" || return
+    errors=$(awk '/^%WER/ { print $4; exit }' "$dev_out/bonus$bonus/wer.txt")
+    if [ -z "$fewest" ] || [ "$errors" -lt "$fewest" ]; then fewest=$errors; best=$bonus; fi
+  done
+  echo "$best" > "$dev_out/best_word_bonus"
+  log asrkit package --model "$model" --features "$features" --word-bonus "$best" --out "$out"
+}
+
+utt2voice() {  # utt2voice DATA_DIR: "utt engine-voice" lines from the corpus's speakers.txt
+  # (eSpeak NG's many variants as one row, espeak-variants), for a WER table per voice
+  awk 'NR == FNR { for (i = 2; i <= NF; i++) { split($i, kv, "="); a[$1, kv[1]] = kv[2] }; next }
+       { print $1, a[$2, "engine"] "-" a[$2, "voice"] }' "$1/speakers.txt" "$1/utt2spk" \
+    | sed 's/espeak-[^ ]*$/espeak-variants/'
 }

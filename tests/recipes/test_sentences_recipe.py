@@ -1,4 +1,5 @@
-"""The sentence recipe: its grammar and CMUdict lexicon, and its first stages run small."""
+"""The sentence recipe: its grammar and CMUdict lexicon, and all its stages run small (the
+Conformer comparison of stage 6 included)."""
 
 import importlib.util
 import os
@@ -162,11 +163,15 @@ def _read_table(path):
 
 
 @pytest.mark.recipe
-def test_data_lang_and_graph_stages_at_tiny_size(tmp_path):
+def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     pytest.importorskip("espeakng_loader")
     root = tmp_path / "recipes"
     shutil.copytree(RECIPE, root / "sentences", ignore=shutil.ignore_patterns("data", "exp"))
     shutil.copytree(os.path.join(REPO, "recipes", "utils"), root / "utils")
+    # the WER tables are the digits recipe's local/wer_table.py
+    (root / "digits" / "local").mkdir(parents=True)
+    shutil.copy(os.path.join(REPO, "recipes", "digits", "local", "wer_table.py"),
+                root / "digits" / "local")
     env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"],
                ASRKIT_CACHE=str(tmp_path / "cache"))
     run = root / "sentences" / "run.sh"
@@ -182,8 +187,10 @@ def test_data_lang_and_graph_stages_at_tiny_size(tmp_path):
     rec = root / "sentences"
     from asrkit.io import validate_data_dir
 
-    for part, n in (("train", 9), ("dev", 2), ("test", 4)):
-        for d in (f"data/{part}", f"data/fbank/{part}", f"data/fbank/{part}_phones"):
+    for part, n in (("train", 9), ("dev", 2), ("test", 4), ("test_clean", 4)):
+        dirs = [f"data/{part}", f"data/fbank/{part}"]
+        dirs += [f"data/fbank/{part}_phones"] if part != "test_clean" else []
+        for d in dirs:
             errors = [p for p in validate_data_dir(str(rec / d)) if p.severity == "error"]
             assert not errors, f"{d}: {errors}"
         assert len(_read_table(rec / "data/fbank" / part / "feats.scp")) == n
@@ -192,6 +199,11 @@ def test_data_lang_and_graph_stages_at_tiny_size(tmp_path):
         lines = (rec / "data" / part / "speakers.txt").read_text().splitlines()
         return {dict(kv.split("=", 1) for kv in line.split()[1:])["talker"] for line in lines}
     assert not talkers("train") & talkers("test")
+    # test_clean: the test's utterances, voices and words, without the channels
+    assert talkers("test_clean") == talkers("test")
+    assert _read_table(rec / "data/test_clean/text") == _read_table(rec / "data/test/text")
+    assert all(line.endswith(" channel=clean") for line in
+               (rec / "data/test_clean/speakers.txt").read_text().splitlines())
     # every transcript word has a pronunciation; phone targets are tokens
     lexicon = {line.split()[0] for line in (rec / "data/lang/lexicon.txt").read_text().split("\n")
                if line}
@@ -228,3 +240,46 @@ def test_data_lang_and_graph_stages_at_tiny_size(tmp_path):
     words = {line.split()[0] for line in (graph / "words.txt").read_text().splitlines()}
     assert lexicon <= words
     assert (rec / "exp/graph_grammar/TLG.npz").exists()
+    # stages 3-7: one epoch of the BLSTM and of each Conformer (its one checkpoint averaged);
+    # CTC models decode with both graphs, the transducer with the 3-gram fused
+    r = subprocess.run(["bash", str(run), "--stage", "3", "--epochs", "1", "--nj", "1",
+                        "--models", "conformer_ctc conformer_transducer", "--model-epochs", "1",
+                        "--acoustic-scales", "0.7 1"],
+                       env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for stage in range(3, 8):
+        assert f"stage {stage}:" in r.stdout
+    exp = rec / "exp"
+    decodes = ["blstm/decode_{}_tg", "blstm/decode_{}_grammar", "conformer_ctc/decode_{}_tg",
+               "conformer_ctc/decode_{}_grammar", "conformer_transducer/decode_{}_tg"]
+    for d in decodes:
+        for part in ("test", "test_clean"):
+            hyp = _read_table(exp / d.format(part) / "hyp.txt")
+            assert set(hyp) == set(_read_table(rec / "data" / part / "text")), d
+            assert "%WER" in (exp / d.format(part) / "wer.txt").read_text()
+    assert (exp / "conformer_transducer/decode_dev_tg/best_word_bonus").read_text().strip() in \
+        {"0", "1", "2", "3"}
+    for m in ("blstm", "conformer_ctc"):  # the LM weight and the penalty, tuned on dev
+        for g in ("tg", "grammar"):
+            assert (exp / m / f"decode_dev_{g}/best_acoustic_scale").read_text().split()[0] in \
+                {"0.7", "1"}
+            assert (exp / m / f"decode_dev_{g}/best_wip").exists()
+    assert any(p.name.endswith(".mdl") for p in (exp / "conformer_transducer/final").iterdir())
+    # the tables: the unheard voices with and without channels, then one row per voice; a
+    # column per model and graph
+    systems = ["blstm 3-gram", "blstm grammar", "conformer_ctc 3-gram",
+               "conformer_ctc grammar", "conformer_transducer 3-gram"]
+    for name in ("test.tsv", "test_voices.tsv"):
+        table = (exp / "tables" / name).read_text().splitlines()
+        assert table[0].split("\t") == ["test set", "words"] + [
+            f"{s} WER % (errors)" for s in systems]
+        rows = [line.split("\t") for line in table[1:]]
+        assert rows and all(len(r) == 2 + len(systems) and "-" not in r[2:] for r in rows)
+    voices = {line.split()[1] for line in
+              (exp / "tables/test.utt2voice").read_text().splitlines()}
+    rows = (exp / "tables/test_voices.tsv").read_text().splitlines()[1:]
+    assert [r.split("\t")[0] for r in rows] == [
+        f"{part}, {v}" for part in ("test", "test_clean") for v in sorted(voices)] + ["all"]
+    page = (exp / "blstm/report.html").read_text()
+    assert "Voices never heard in training" in page and "conformer_transducer" in page
+    assert (exp / "final").is_dir()

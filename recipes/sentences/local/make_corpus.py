@@ -19,7 +19,9 @@ A dev split (``--dev-speakers``: new speakers, training voices, unseen sentences
 held-out set for the per-epoch CV loss, so the test set is not used for model selection.
 
 Writes Kaldi data directories OUT/train, OUT/dev and OUT/test (wav.scp, text, utt2spk, spk2utt,
-utt2dur, speakers.txt) with 16 kHz 16-bit wavs in the cache (--cache; reused by a rerun), and
+utt2dur, speakers.txt), and OUT/test_clean: the test utterances as the voices said them, with
+no channel (a diagnostic: what the unheard voices cost apart from the channels), with 16 kHz
+16-bit wavs in the cache (--cache; reused by a rerun), and
 OUT/local/lm_text.txt. What each voice said is kept for the lang stage, which picks the
 lexicon pronunciation nearest to it (see pronunciations.py): text.ipa (eSpeak NG and Piper, IPA
 in the voice's accent) and text.phones (flite and festival, CMU phones).
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
     p.add_argument("--train-speakers", type=int, default=200)
     p.add_argument("--dev-speakers", type=int, default=10)
     p.add_argument("--test-speakers", type=int, default=40)
-    p.add_argument("--utts-per-speaker", type=int, default=30)
+    p.add_argument("--utts-per-speaker", type=int, default=15)
     p.add_argument("--test-utts-per-speaker", type=int, default=10)
     p.add_argument("--lm-sentences", type=int, default=50000,
                    help="sentences of LM training text (disjoint from the synthesised ones)")
@@ -102,24 +104,38 @@ def main(argv=None) -> int:
         log("error: no voices for training or for the test (install eSpeak NG: pip install "
             "espeakng-loader; see recipes/utils/prepare_recipe.sh)")
         return 1
+    log(f"voices: {len(train_voices)} for training, {len(test_voices)} held out "
+        f"({', '.join(sorted({v.id for v in test_voices if v.engine != 'espeak'}))} and "
+        f"{sum(v.engine == 'espeak' for v in test_voices)} eSpeak NG voices)")
     cache = args.cache or corpus.default_cache_dir()
     banks = corpus.make_banks(cache, train_voices, args.seed, log=log)
     train_groups = voice_groups(train_voices, espeak_groups=3)
     test_groups = voice_groups(test_voices, espeak_groups=1)
-    counts = {}
+    counts, made = {}, {}
     with corpus.Renderer(cache, banks, jobs=args.jobs, log=log) as renderer:
         for part, prefix, groups, sents, n, seed, perturb in (
                 ("train", "tr", train_groups, train_sents, args.train_speakers, args.seed, True),
                 ("dev", "dv", train_groups, dev_sents, args.dev_speakers, args.seed + 2, True),
                 ("test", "te", test_groups, test_sents, args.test_speakers, args.seed + 1,
                  False)):
-            specs, lines = sentence_specs(prefix, groups, sents, n, seed, banks, perturb)
+            specs, lines = made[part] = sentence_specs(prefix, groups, sents, n, seed, banks,
+                                                       perturb)
             folder = renderer.part(f"sentences_{part}", specs)
             counts[part] = corpus.copy_part(folder, os.path.join(args.out, part),
                                             {"speakers.txt": lines})
+        # the same test utterances as the voices spoke them, no channel: what the unheard
+        # voices cost apart from what the rooms, lines and noise cost
+        specs, lines = made["test"]
+        clean = [dict(spec, channel=None) for spec in specs]
+        lines = [" ".join(f if not f.startswith("channel=") else "channel=clean"
+                          for f in line.split()) for line in lines]
+        folder = renderer.part("sentences_test_clean", clean)
+        counts["test_clean"] = corpus.copy_part(folder, os.path.join(args.out, "test_clean"),
+                                                {"speakers.txt": lines})
     log(f"made {counts['train']} training, {counts['dev']} dev and {counts['test']} test "
         f"utterances ({args.train_speakers} / {args.dev_speakers} / {args.test_speakers} "
-        f"speakers) and {len(lm_sents)} LM sentences in {args.out}")
+        f"speakers; test_clean: the test without channels) and {len(lm_sents)} LM sentences "
+        f"in {args.out}")
     return 0
 
 
