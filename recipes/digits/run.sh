@@ -162,19 +162,6 @@ stage_peer() {
     --jobs "$nj"
 }
 
-is_transducer() { grep -q '^type = "transducer"' "conf/$1.toml"; }
-
-decode_audio() {  # decode_audio MODEL_DIR DATA_DIR OUT [OPTION...]: DATA_DIR's audio -> OUT/hyp.txt
-  mkdir -p "$3"
-  cut -d' ' -f2- "$2/wav.scp" > "$3/audio.list"
-  log asrkit transcribe --model-dir "$1" --lm data/lang/G.arpa --nj "$nj" "${@:4}" \
-    $(cat "$3/audio.list") > "$3/transcripts.tsv" || return
-  # path<TAB>text back to utterance ids (the paths are unique: one file per utterance)
-  awk -F'\t' 'NR == FNR { split($0, f, " "); utt[substr($0, length(f[1]) + 2)] = f[1]; next }
-       { print utt[$1], $2 }' "$2/wav.scp" "$3/transcripts.tsv" > "$3/hyp.txt"
-  log asrkit score "$2/text" "$3/hyp.txt" > "$3/wer.txt"
-}
-
 model_test_sets() {  # NAME=FEATURES_DIR=DATA_DIR of the sets the models are compared on
   local s
   echo "synth_test=data/mfcc/synth_test=data/synth/test"
@@ -185,21 +172,13 @@ decode_model() {  # decode_model NAME MODEL: dev-tuned penalty, then every compa
   local name=$1 model=$2 entry set feats sets=()
   if [ "$name" != synth ] && is_transducer "$name"; then
     # a transducer deletes more than it inserts: its word bonus (nats per word) is tuned on
-    # dev as the CTC models' insertion penalty is, the fewest errors over 0..3, and packaged
-    local bonus errors best=0 fewest=
-    log asrkit package --model "$model" --features conf/mfcc.toml --out "exp/$name/final" || return
-    for bonus in 0 1 2 3; do
-      decode_audio "exp/$name/final" data/synth/dev "exp/$name/decode_synth_dev/bonus$bonus" \
-        --word-bonus "$bonus" || return
-      errors=$(awk '/^%WER/ { print $4; exit }' "exp/$name/decode_synth_dev/bonus$bonus/wer.txt")
-      if [ -z "$fewest" ] || [ "$errors" -lt "$fewest" ]; then fewest=$errors; best=$bonus; fi
-    done
-    echo "$best" > "exp/$name/decode_synth_dev/best_word_bonus"
-    log asrkit package --model "$model" --features conf/mfcc.toml --word-bonus "$best" \
-      --out "exp/$name/final" || return
+    # dev as the CTC models' insertion penalty is, and packaged
+    package_tuned_bonus "$model" conf/mfcc.toml "exp/$name/final" data/synth/dev \
+      "exp/$name/decode_synth_dev" --lm data/lang/G.arpa || return
     for entry in $(model_test_sets); do
       set=${entry%%=*}
-      decode_audio "exp/$name/final" "${entry##*=}" "exp/$name/decode_$set" || return
+      transcribe_data "exp/$name/final" "${entry##*=}" "exp/$name/decode_$set" \
+        --lm data/lang/G.arpa || return
     done
     return 0
   fi
@@ -216,9 +195,8 @@ stage_models() {
   # pre-training) does, so all four real speakers and the test voices are unheard by all
   [ -n "$models" ] || { echo "no --models: only the BLSTM is trained"; return 0; }
   local m
-  for m in $models; do
-    [ -f "conf/$m.toml" ] || { echo "run.sh: --models $m: there is no conf/$m.toml" >&2; return 1; }
-  done
+  # shellcheck disable=SC2086  # one word per model name
+  model_configs $models || return
   decode_model synth exp/synth/final.mdl || return
   for m in $models; do
     log asrkit train "conf/$m.toml" --out "exp/$m" --set reader.data_dir=data/mfcc/synth_train \
@@ -243,10 +221,7 @@ stage_final() {
       --system asrkit=exp/loso/decode --system pocketsphinx=exp/pocketsphinx \
       --group=-iso-=isolated --group=-str-=strings || return
   fi
-  # one row per voice of the test set: utt -> "engine voice" from the corpus's speakers.txt
-  awk 'NR == FNR { for (i = 2; i <= NF; i++) { split($i, kv, "="); a[$1, kv[1]] = kv[2] }; next }
-       { print $1, a[$2, "engine"] "-" a[$2, "voice"] }' data/synth/test/speakers.txt \
-    data/synth/test/utt2spk | sed 's/espeak-[^ ]*$/espeak-variants/' > exp/tables/synth_test.utt2voice
+  utt2voice data/synth/test > exp/tables/synth_test.utt2voice  # one row per voice of the test set
   log "$python" local/wer_table.py exp/tables/synth_voices.tsv --set synth_test=data/synth/test \
     --system "asrkit=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx \
     --group-file exp/tables/synth_test.utt2voice || return
