@@ -84,9 +84,9 @@ def _load_model_folder(path: str):
 
     model = checked_load("model", file("model"), load)
     fconf = checked_load("feature config", file("features"), load_feature_config)
-    keys = ("cmvn", "norm_vars", "sample_rate") + (
-        ("cmn_window", "min_cmn_window", "cmn_center") if manifest["cmvn"] == "sliding" else ()) \
-        + (("global_stats",) if manifest["cmvn"] == "global" else ())
+    keys = ("cmvn", "norm_vars", "sample_rate") + {
+        "sliding": ("cmn_window", "min_cmn_window", "cmn_center"),
+        "global": ("global_stats",)}.get(manifest["cmvn"], ())
     extra = {k: manifest[k] for k in keys}
     return model, fconf, float(manifest["frame_shift"]), extra
 

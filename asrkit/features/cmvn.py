@@ -323,6 +323,22 @@ def utterance_cmvn_batch(feats, lengths, norm_vars: bool = False) -> np.ndarray:
 NORMALIZE_MODES = ("none", "utterance", "sliding", "speaker", "global")
 
 
+def check_global_stats(stats) -> np.ndarray:
+    """float64 ``[2, D+1]``: ``stats`` (an array or nested lists) checked as the statistics of
+    ``global`` normalisation: finite Kaldi CMVN stats with a frame count of at least 1.
+    Raises ValueError saying what is wrong."""
+    try:
+        out = np.asarray(stats, dtype=np.float64)
+    except (TypeError, ValueError):
+        out = None
+    if out is None or out.ndim != 2 or out.shape[0] != 2 or out.shape[1] < 2 or \
+            not np.isfinite(out).all() or out[0, -1] < 1:
+        shape = "" if out is None else f" (shape {out.shape})"
+        raise ValueError(f"not Kaldi CMVN stats [2, D+1] of finite numbers with a frame count "
+                         f"of at least 1{shape}")
+    return out
+
+
 class NormalizeOptionError(ValueError):
     """A bad ``normalize`` setting; ``option`` is its parameter name (``mode``, ``cmn_window``,
     ``min_window`` or ``center``) so callers can name their own key, ``reason`` what is wrong."""

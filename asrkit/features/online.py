@@ -239,7 +239,7 @@ class OnlineCmvn(_Finished):
         check_normalize_options(mode, cmn_window, min_window, center)
         if mode == "global" and stats is None:
             raise ValueError("cmvn mode 'global' needs the training set's stats")
-        self.stats = stats
+        self.stats = None if stats is None else np.asarray(stats, np.float64)
         if mode in ("utterance", "speaker") and (
                 isinstance(prior_frames, bool) or not isinstance(prior_frames, int)
                 or prior_frames < 1):

@@ -83,15 +83,16 @@ def normalization_settings(source: dict, where: str) -> dict:
 def _global_stats(value, where: str) -> list:
     """Checked ``global_stats``: Kaldi CMVN stats as nested lists ``[2][D+1]`` of finite
     numbers with a frame count of at least 1."""
-    ok = (isinstance(value, list) and len(value) == 2
-          and all(isinstance(row, list) for row in value)
-          and len(value[0]) == len(value[1]) >= 2
-          and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                  for row in value for v in row))
-    if not ok or value[0][-1] < 1:
+    from asrkit.features.cmvn import check_global_stats
+
+    try:
+        if not isinstance(value, list) or any(isinstance(v, bool) for row in value
+                                              if isinstance(row, list) for v in row):
+            raise ValueError("expected nested lists of numbers")
+        check_global_stats(value)
+    except ValueError as e:
         raise ModelFolderError(f"{where}: global_stats: cmvn \"global\" needs the training "
-                               "set's CMVN stats, [2][dim+1] finite numbers with a frame count "
-                               "of at least 1")
+                               f"set's statistics: {e}") from None
     return value
 
 

@@ -87,6 +87,7 @@ def training_set_stats(data_dir: str, stats_file: str = "") -> np.ndarray:
     of it, not a rank's shard, so every MPI rank normalises alike). Raises ReaderError naming
     the file."""
     from asrkit.features import accumulate_cmvn_stats
+    from asrkit.features.cmvn import check_global_stats
     from asrkit.io.kaldi_tables import TableError, read_table_entries
 
     where = stats_file or f"{data_dir}/feats.scp"
@@ -109,11 +110,10 @@ def training_set_stats(data_dir: str, stats_file: str = "") -> np.ndarray:
             raise ReaderError(f"{where}: cannot read: {e}") from None
         if stats is None:
             raise ReaderError(f"{where}: no readable features for the global CMVN statistics")
-    if stats.ndim != 2 or stats.shape[0] != 2 or stats.shape[1] < 2 or \
-            not np.isfinite(stats).all() or stats[0, -1] < 1:
-        raise ReaderError(f"{where}: not Kaldi CMVN stats [2, D+1] with a frame count of at "
-                          f"least 1 (shape {stats.shape})")
-    return stats
+    try:
+        return check_global_stats(stats)
+    except ValueError as e:
+        raise ReaderError(f"{where}: {e}") from None
 
 
 @dataclasses.dataclass
@@ -212,6 +212,9 @@ class Reader:
         self.utt2spk = d.utt2spk
         self.cmvn_scp = d.table("cmvn.scp") if config.cmvn == "speaker" else {}
         self._cmvn_cache: dict[str, np.ndarray] = {}
+        self._norm = config.normalization()  # once: global computes the training set's stats
+        self._global_stats = (None if self._norm["cmvn"] != "global"
+                              else training_set_stats(config.data_dir, config.global_cmvn))
         self.targets: dict[str, np.ndarray] = {}
         self.num_frames: dict[str, int] = {}
         self.dim = None
@@ -320,8 +323,8 @@ class Reader:
     def _normalise(self, utt: str, m: np.ndarray) -> np.ndarray:
         from asrkit.features import normalize
 
-        norm = self.config.normalization()
-        stats = norm.get("global_stats")
+        norm = self._norm
+        stats = self._global_stats
         if norm["cmvn"] == "speaker":
             spk = self.utt2spk.get(utt)
             if spk not in self.cmvn_scp:
