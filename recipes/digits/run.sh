@@ -4,8 +4,8 @@
 # beside pocketsphinx on the same audio.
 #
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
-#       [--train-speakers N] [--dev-speakers N] [--test-speakers N] [--utts-per-speaker N]
-#       [--fsdd-takes N]  (data options: local/make_corpus.py --help)
+#       [--train-speakers N] [--finetune-speakers N] [--dev-speakers N] [--test-speakers N]
+#       [--utts-per-speaker N] [--fsdd-takes N]  (data options: local/make_corpus.py --help)
 #       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--nj N] [--mpi N] [--resume]
 #       [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
@@ -16,12 +16,13 @@
 #   1 features  13 MFCCs of 8 kHz audio (16 kHz input is resampled, so one model serves both),
 #               one global mean and variance (the training set's, kept in the model)
 #   2 lang      tokens, lexicon, 3-gram LM on the training transcripts (asrkit lm train)
-#   3 pretrain  BLSTM-CTC on the synthetic speech alone (exp/synth)
-#   4 train     the shipped model: from exp/synth, on synthetic + all four real speakers
+#   3 pretrain  BLSTM-CTC on the synthetic speech alone (exp/synth; all --train-speakers)
+#   4 train     the shipped model: from exp/synth, on the first --finetune-speakers synthetic
+#               speakers + all four real speakers
 #   5 graph     TLG for a digit loop and for the 3-gram LM (asrkit graph build)
 #   6 decode    word insertion penalty tuned on dev; synthetic test voices never heard in training
-#   7 loso      leave-one-speaker-out: for each real speaker, a model from exp/synth trained
-#               without them, tested on all their recordings (isolated digits and strings)
+#   7 loso      leave-one-speaker-out: for each real speaker, a model trained as the shipped
+#               one but without them, tested on all their recordings (isolated digits and strings)
 #   8 peer      pocketsphinx 5.1.1 (digit-loop JSGF grammar) on the same test audio
 #   9 models    with --models: each conf/NAME.toml (e.g. conformer_ctc, conformer_transducer)
 #               trained on the synthetic speech as exp/synth is, its last 5 checkpoints
@@ -30,32 +31,39 @@
 #               with the 3-gram fused and a dev-tuned word bonus)
 #   10 final    exp/final/ (a model folder for asrkit transcribe), WER tables, report.html
 #
-# --nj N runs N jobs for data, features and decoding; --mpi N trains (stages 3, 4, 7)
-# data-parallel on N ranks under mpiexec; --resume continues an interrupted training stage from
-# its last checkpoint (e.g. --stage 4 --resume). Options shared by the recipes:
-# recipes/utils/setup.sh.
+# --nj N runs N jobs for data, features and decoding; --mpi N (default 2) trains (stages 3, 4,
+# 7) data-parallel on N ranks under mpiexec (--mpi 1: one process); --resume continues an
+# interrupted training stage from its last checkpoint (e.g. --stage 4 --resume). Options shared
+# by the recipes: recipes/utils/setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 fsdd=             # a local FSDD copy (default: $ASRKIT_CORPORA, ../shared/corpora, or download)
 prepare=1         # install the voices, pyroomacoustics and pocketsphinx first
 loso=1
-train_speakers=120
+train_speakers=360    # synthetic training speakers (20 utterances each): all pre-train exp/synth
+finetune_speakers=360 # the first N of them go on into training with the real speech (fewer:
+                      # quicker stages 4 and 7; 120 cost 3.5 points on the synthetic test)
 dev_speakers=10
 test_speakers=30
 utts_per_speaker=20
 fsdd_takes=50     # FSDD takes of each digit to use (fewer for quick runs)
-pretrain_epochs=8
+pretrain_epochs=12
 epochs=6
-loso_epochs=3     # each leave-one-speaker-out model (from exp/synth, as the shipped one)
+loso_epochs=6     # each leave-one-speaker-out model (from exp/synth, as the shipped one)
 models=           # stage 9: other model configs to train and compare (conf/NAME.toml)
 model_epochs=     # their epochs (default: each config's own)
 nj=2
+mpi=2             # training ranks: this small BLSTM trains twice as fast on 2 one-thread
+                  # ranks (data-parallel under mpiexec, the same updates) as in one process
 resume=
 flag_options=resume
 speakers=(jackson nicolas yweweler lucas)
 
 . ../utils/setup.sh "$@"  # options, $python, run_stages, log, log_mpi, decode_tuned
+case $finetune_speakers in
+  '' | *[!0-9]* | 0*) echo "run.sh: --finetune-speakers: a whole number of speakers, at least 1 (got '$finetune_speakers')" >&2; exit 2 ;;
+esac
 
 stage_data() {
   if [ -n "$prepare" ]; then log bash ../utils/prepare_recipe.sh || return; fi
@@ -79,6 +87,13 @@ stage_features() {
     log asrkit compute-features "${entry#*=}" --config conf/mfcc.toml \
       --out "data/mfcc/${entry%%=*}" --jobs "$nj" || return
   done
+  # the synthetic part of the training with real speech: the first --finetune-speakers
+  # speakers (voices are dealt to speakers in turn, so any first N are balanced)
+  rm -rf data/mfcc/synth_train_ft
+  head -n "$finetune_speakers" data/mfcc/synth_train/spk2utt | cut -d' ' -f1 \
+    > data/mfcc/synth_train.finetune_speakers
+  log asrkit data subset data/mfcc/synth_train --spk-list data/mfcc/synth_train.finetune_speakers \
+    data/mfcc/synth_train_ft
 }
 
 stage_lang() {
@@ -103,7 +118,7 @@ stage_pretrain() {
 }
 
 stage_train() {
-  local s train=(data/mfcc/synth_train) dev=(data/mfcc/synth_dev)
+  local s train=(data/mfcc/synth_train_ft) dev=(data/mfcc/synth_dev)
   for s in "${speakers[@]}"; do train+=("data/mfcc/fsdd_${s}_train"); dev+=("data/mfcc/fsdd_${s}_dev"); done
   combine_features data/mfcc/train "${train[@]}" || return
   combine_features data/mfcc/dev "${dev[@]}" || return
@@ -133,7 +148,7 @@ stage_loso() {
   local held s train dev wip
   wip=$(cat exp/blstm/decode_dev_tg/best_wip)
   for held in "${speakers[@]}"; do
-    train=(data/mfcc/synth_train); dev=(data/mfcc/synth_dev)
+    train=(data/mfcc/synth_train_ft); dev=(data/mfcc/synth_dev)
     for s in "${speakers[@]}"; do
       [ "$s" = "$held" ] && continue
       train+=("data/mfcc/fsdd_${s}_train"); dev+=("data/mfcc/fsdd_${s}_dev")

@@ -23,7 +23,8 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     shutil.copytree(os.path.join(RECIPE, "..", "utils"), tmp_path / "utils")
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                ASRKIT_CACHE=str(tmp_path / "cache"))
-    r = subprocess.run(["bash", str(work / "run.sh"), "--train-speakers", "6", "--dev-speakers",
+    r = subprocess.run(["bash", str(work / "run.sh"), "--train-speakers", "6",
+                        "--finetune-speakers", "4", "--dev-speakers",
                         "2", "--test-speakers", "2", "--utts-per-speaker", "5",
                         "--pretrain-epochs", "1", "--epochs", "1", "--loso-epochs", "1",
                         "--fsdd-takes", "2", "--fsdd", SHARED_FSDD, "--no-prepare", "--nj", "1",
@@ -33,6 +34,13 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     for stage in range(11):
         assert f"stage {stage}:" in r.stdout
     exp = work / "exp"
+    # all six synthetic training speakers pre-train; the first four go on with the real speech
+    synth = (work / "data/mfcc/synth_train/spk2utt").read_text().split()
+    finetune = (work / "data/mfcc/synth_train_ft/spk2utt").read_text().splitlines()
+    assert [line.split()[0] for line in finetune] == ["tr000", "tr001", "tr002", "tr003"]
+    assert len(synth) == 6 + 6 * 5 and sum(len(line.split()) - 1 for line in finetune) == 20
+    train = (work / "data/mfcc/train/utt2spk").read_text().split()[1::2]
+    assert {s for s in train if s.startswith("tr")} == {"tr000", "tr001", "tr002", "tr003"}
     score = json.loads((exp / "blstm/decode_synth_test_tg/score.json").read_text())
     assert score["num_sentences"] == 10
     # leave one speaker out: each real speaker decoded by a model that never heard them, all
