@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Spoken sentences over a ~500-word vocabulary, end to end: synthetic corpus -> features ->
-# CMUdict phone lexicon + 3-gram LM -> BLSTM-CTC over phones -> TLG -> decode -> WER.
+# CMUdict phone lexicon + 3-gram LM -> Conformer-CTC over phones -> TLG -> decode -> WER.
 #
 #   recipes/sentences/run.sh [--stage N] [--stop-stage M] [--train-speakers N] [--dev-speakers N]
 #                            [--test-speakers N] [--utts-per-speaker N] [--test-utts-per-speaker N]
-#                            [--lm-sentences N] [--epochs N] [--nj N] [--mpi N] [--no-prepare]
-#                            [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
-#                            [--acoustic-scales "0.5 0.7 1"] [--wip-range LO:HI:STEP] [--resume]
+#                            [--lm-sentences N] [--model conformer_ctc] [--epochs N] [--nj N]
+#                            [--mpi N] [--no-prepare] [--models "blstm conformer_transducer"]
+#                            [--model-epochs N] [--acoustic-scales "0.5 0.7 1"]
+#                            [--wip-range LO:HI:STEP] [--resume]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 data      grammar sentences spoken by every installed English voice (eSpeak NG, flite,
@@ -18,18 +19,22 @@
 #   2 lang      phone tokens + CMUdict lexicon (local/prepare_lang.py), 3-gram LM on the LM text
 #               (asrkit lm train), phone-level training transcripts with the pronunciations
 #               eSpeak NG spoke (local/phone_transcripts.py)
-#   3 train     BLSTM-CTC over phones (asrkit train conf/train.toml; on --mpi N ranks under mpiexec)
+#   3 train     the --model (default conformer_ctc: Conformer-CTC over phones, 30 epochs; blstm:
+#               the BLSTM-CTC) from conf/MODEL.toml into exp/MODEL (asrkit train; on --mpi N
+#               ranks under mpiexec; --epochs N for other than the config's own), the Conformer's
+#               last 5 checkpoints averaged (asrkit model average; the BLSTM keeps its final.mdl)
 #   4 graph     TLG with the 3-gram LM, and with the sentence grammar itself (asrkit graph build)
 #   5 decode    Viterbi beam search with both graphs (asrkit decode): the acoustic scale
 #               (--acoustic-scales) and word insertion penalty (--tune-wip) tuned on dev,
 #               then test and test_clean, scored
-#   6 models    with --models: each conf/NAME.toml (conformer_ctc: phones, as the BLSTM;
-#               conformer_transducer: characters) trained on the same data, its last 5
-#               checkpoints averaged, and decoded on the unheard voices (CTC: both graphs with
-#               the dev-tuned penalty; transducer: modified beam search with the 3-gram fused
-#               and a dev-tuned word bonus)
-#   7 final     exp/final/: a self-contained model directory for asrkit transcribe; WER tables
-#               of every model on the unheard voices, all and per voice (exp/tables/); report
+#   6 models    with --models: each other conf/NAME.toml (blstm, conformer_ctc: phones;
+#               conformer_transducer: characters) trained on the same data as stage 3
+#               (--model-epochs N: their epochs), and decoded on the unheard voices (CTC: as
+#               stage 5; transducer: its last 5 checkpoints averaged, modified beam search with
+#               the 3-gram fused and a dev-tuned word bonus)
+#   7 final     exp/final/: the --model with its dev-tuned acoustic scale and penalty, a
+#               self-contained model directory for asrkit transcribe; WER tables of every model
+#               on the unheard voices, all and per voice (exp/tables/); exp/MODEL/report.html
 #
 # --nj N: jobs for data, features and decoding; --mpi N: training ranks (recipes/utils/setup.sh)
 set -euo pipefail
@@ -38,10 +43,12 @@ cd "$(dirname "$0")"
 train_speakers=200
 dev_speakers=10
 test_speakers=40
-utts_per_speaker=15  # 3000 training utterances (2.4 h): 26 min of BLSTM training on one core
+utts_per_speaker=15  # 3000 training utterances (2.4 h)
 test_utts_per_speaker=10
 lm_sentences=50000
-epochs=15
+model=conformer_ctc  # stages 3, 5, 7: the model trained, decoded and packaged (conf/MODEL.toml,
+                     # a CTC one: conformer_ctc, or blstm)
+epochs=              # its epochs (default: its config's own, conformer_ctc 30, blstm 15)
 nj=2       # jobs for data, features and decoding (--mpi N: training ranks)
 prepare=1  # install the voices first (../utils/prepare_recipe.sh); --no-prepare skips it
 models=           # stage 6: other model configs to train and compare (conf/NAME.toml)
@@ -83,9 +90,35 @@ stage_lang() {
   done
 }
 
+train_model() {  # train_model NAME [EPOCHS]: conf/NAME.toml trained into exp/NAME, then, for a
+  # config that keeps one checkpoint per epoch (keep_checkpoints), its last 5 averaged into
+  # exp/NAME/avg.mdl (as many as there are when EPOCHS is below 5)
+  local m=$1 n=${2:-}
+  # a transducer spells words itself (no lexicon, no TLG): characters are its tokens
+  if is_transducer "$m"; then
+    log asrkit model tokens data/fbank/train data/lang/chars.txt --unit char || return
+  fi
+  log_mpi asrkit train "conf/$m.toml" --out "exp/$m" ${n:+--set "train.epochs=$n"} \
+    ${resume:+--resume} || return
+  if averaged "$m"; then
+    log asrkit model average "exp/$m" "exp/$m/avg.mdl" --avg "$((${n:-5} < 5 ? ${n:-5} : 5))"
+  fi
+}
+
+averaged() { grep -q '^keep_checkpoints' "conf/$1.toml"; }  # averaged NAME: see train_model
+
+model_file() {  # model_file NAME: the CTC model to decode: the average, or the BLSTM's final.mdl
+  if averaged "$1"; then echo "exp/$1/avg.mdl"; else echo "exp/$1/final.mdl"; fi
+}
+
 stage_train() {
-  log_mpi asrkit train conf/train.toml --out exp/blstm --set "train.epochs=$epochs" \
-    ${resume:+--resume}
+  model_configs "$model" || return
+  if is_transducer "$model"; then
+    echo "run.sh: --model $model is a transducer; exp/final is a CTC model (blstm, conformer_ctc):" \
+      "compare a transducer with --models" >&2
+    return 1
+  fi
+  train_model "$model" "$epochs"
 }
 
 stage_graph() {
@@ -115,7 +148,7 @@ decode_graphs() {  # decode_graphs MODEL OUT: with each graph, the acoustic scal
 }
 
 stage_decode() {
-  decode_graphs exp/blstm/final.mdl exp/blstm
+  decode_graphs "$(model_file "$model")" "exp/$model"
 }
 
 stage_models() {
@@ -123,15 +156,9 @@ stage_models() {
   local m part
   model_configs $models || return
   for m in $models; do
-    # a transducer spells words itself (no lexicon, no TLG): characters are its tokens
-    if is_transducer "$m"; then
-      log asrkit model tokens data/fbank/train data/lang/chars.txt --unit char || return
-    fi
-    log_mpi asrkit train "conf/$m.toml" --out "exp/$m" \
-      ${model_epochs:+--set "train.epochs=$model_epochs"} ${resume:+--resume} || return
-    # the last 5 checkpoints (one per epoch), as many as there are when --model-epochs is below 5
-    log asrkit model average "exp/$m" "exp/$m/avg.mdl" \
-      --avg "$((${model_epochs:-5} < 5 ? ${model_epochs:-5} : 5))" || return
+    # the --model is stage 3's and 5's
+    [ "$m" != "$model" ] || { echo "--models $m: trained by stage 3"; continue; }
+    train_model "$m" "$model_epochs" || return
     if is_transducer "$m"; then
       package_tuned_bonus "exp/$m/avg.mdl" conf/fbank.toml "exp/$m/final" data/dev \
         "exp/$m/decode_dev_tg" --lm data/lang/G.arpa || return
@@ -140,18 +167,21 @@ stage_models() {
           --lm data/lang/G.arpa || return
       done
     else
-      decode_graphs "exp/$m/avg.mdl" "exp/$m" || return
+      decode_graphs "$(model_file "$m")" "exp/$m" || return
     fi
   done
 }
 
 stage_final() {
-  log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg --features conf/fbank.toml \
-    --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" \
-    --acoustic-scale "$(cat exp/blstm/decode_dev_tg/best_acoustic_scale)" --out exp/final
+  log asrkit package --model "$(model_file "$model")" --graph exp/graph_tg \
+    --features conf/fbank.toml \
+    --word-insertion-penalty="$(cat "exp/$model/decode_dev_tg/best_wip")" \
+    --acoustic-scale "$(cat "exp/$model/decode_dev_tg/best_acoustic_scale")" --out exp/final
   # WER on the unheard voices: all of them, and one row per voice (eSpeak NG's variants as one)
-  local m g systems=()
-  for m in blstm $models; do
+  local m g seen= systems=()
+  for m in $model $models; do
+    [[ " $seen " != *" $m "* ]] || continue  # --models may name the --model again
+    seen+=" $m"
     for g in tg grammar; do
       [ -d "exp/$m/decode_test_$g" ] || continue
       systems+=(--system "$m ${g/tg/3-gram}=exp/$m/decode_{set}_$g")
@@ -164,10 +194,10 @@ stage_final() {
   log "$python" ../digits/local/wer_table.py exp/tables/test_voices.tsv --set test=data/test \
     --set test_clean=data/test_clean "${systems[@]}" --group-file exp/tables/test.utt2voice \
     || return
-  log asrkit report exp/blstm --title "sentences: BLSTM-CTC over phones" \
+  log asrkit report "exp/$model" --title "sentences: $model over phones (exp/final)" \
     --table "Voices never heard in training=exp/tables/test.tsv" \
     --table "Per voice=exp/tables/test_voices.tsv" --commands exp/commands.txt \
-    --config conf/train.toml --config conf/fbank.toml --out exp/blstm/report.html
+    --config "conf/$model.toml" --config conf/fbank.toml --out "exp/$model/report.html"
 }
 
 run_stages data features lang train graph decode models final

@@ -240,15 +240,20 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     words = {line.split()[0] for line in (graph / "words.txt").read_text().splitlines()}
     assert lexicon <= words
     assert (rec / "exp/graph_grammar/TLG.npz").exists()
-    # stages 3-7: one epoch of the BLSTM and of each Conformer (its one checkpoint averaged);
-    # CTC models decode with both graphs, the transducer with the 3-gram fused
+    # stages 3-7: one epoch of the default model, the Conformer-CTC (its one checkpoint
+    # averaged), and of the BLSTM and the transducer beside it (--models; naming the Conformer-CTC
+    # again trains it once); CTC models decode with both graphs, the transducer with the 3-gram
+    # fused
     r = subprocess.run(["bash", str(run), "--stage", "3", "--epochs", "1", "--nj", "1",
-                        "--models", "conformer_ctc conformer_transducer", "--model-epochs", "1",
-                        "--acoustic-scales", "0.7 1"],
+                        "--models", "blstm conformer_ctc conformer_transducer",
+                        "--model-epochs", "1", "--acoustic-scales", "0.7 1"],
                        env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     for stage in range(3, 8):
         assert f"stage {stage}:" in r.stdout
+    commands = (rec / "exp/commands.txt").read_text()
+    assert commands.count("asrkit train conf/conformer_ctc.toml") == 1
+    assert "asrkit train conf/blstm.toml --out exp/blstm --set train.epochs=1" in commands
     exp = rec / "exp"
     decodes = ["blstm/decode_{}_tg", "blstm/decode_{}_grammar", "conformer_ctc/decode_{}_tg",
                "conformer_ctc/decode_{}_grammar", "conformer_transducer/decode_{}_tg"]
@@ -267,8 +272,8 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     assert any(p.name.endswith(".mdl") for p in (exp / "conformer_transducer/final").iterdir())
     # the tables: the unheard voices with and without channels, then one row per voice; a
     # column per model and graph
-    systems = ["blstm 3-gram", "blstm grammar", "conformer_ctc 3-gram",
-               "conformer_ctc grammar", "conformer_transducer 3-gram"]
+    systems = ["conformer_ctc 3-gram", "conformer_ctc grammar", "blstm 3-gram",
+               "blstm grammar", "conformer_transducer 3-gram"]
     for name in ("test.tsv", "test_voices.tsv"):
         table = (exp / "tables" / name).read_text().splitlines()
         assert table[0].split("\t") == ["test set", "words"] + [
@@ -280,6 +285,8 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     rows = (exp / "tables/test_voices.tsv").read_text().splitlines()[1:]
     assert [r.split("\t")[0] for r in rows] == [
         f"{part}, {v}" for part in ("test", "test_clean") for v in sorted(voices)] + ["all"]
-    page = (exp / "blstm/report.html").read_text()
+    page = (exp / "conformer_ctc/report.html").read_text()
     assert "Voices never heard in training" in page and "conformer_transducer" in page
-    assert (exp / "final").is_dir()
+    # exp/final is the Conformer-CTC with its dev-tuned acoustic scale and penalty
+    assert "--model exp/conformer_ctc/avg.mdl --graph exp/graph_tg" in commands
+    assert any(p.name.endswith(".mdl") for p in (exp / "final").iterdir())
