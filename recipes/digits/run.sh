@@ -4,8 +4,8 @@
 # beside pocketsphinx on the same audio.
 #
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
-#       [--train-speakers N] [--finetune-speakers N] [--dev-speakers N] [--test-speakers N]
-#       [--utts-per-speaker N] [--fsdd-takes N]  (data options: local/make_corpus.py --help)
+#       [--train-speakers N] [--finetune-speakers N] [--loso-speakers N] [--dev-speakers N]
+#       [--test-speakers N] [--utts-per-speaker N] [--fsdd-takes N]  (data options: local/make_corpus.py --help)
 #       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--nj N] [--mpi N] [--resume]
 #       [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
@@ -22,7 +22,8 @@
 #   5 graph     TLG for a digit loop and for the 3-gram LM (asrkit graph build)
 #   6 decode    word insertion penalty tuned on dev; synthetic test voices never heard in training
 #   7 loso      leave-one-speaker-out: for each real speaker, a model trained as the shipped
-#               one but without them, tested on all their recordings (isolated digits and strings)
+#               one but without them (and on the first --loso-speakers synthetic speakers), tested
+#               on all their recordings (isolated digits and strings)
 #   8 peer      pocketsphinx 5.1.1 (digit-loop JSGF grammar) on the same test audio
 #   9 models    with --models: each conf/NAME.toml (e.g. conformer_ctc, conformer_transducer)
 #               trained on the synthetic speech as exp/synth is, its last 5 checkpoints
@@ -43,7 +44,8 @@ prepare=1         # install the voices, pyroomacoustics and pocketsphinx first
 loso=1
 train_speakers=360    # synthetic training speakers (20 utterances each): all pre-train exp/synth
 finetune_speakers=360 # the first N of them go on into training with the real speech (fewer:
-                      # quicker stages 4 and 7; 120 cost 3.5 points on the synthetic test)
+                      # quicker; 120 cost 3.5 points on the synthetic test voices)
+loso_speakers=120     # ... into each leave-one-speaker-out model (four of them: time)
 dev_speakers=10
 test_speakers=30
 utts_per_speaker=20
@@ -61,9 +63,11 @@ flag_options=resume
 speakers=(jackson nicolas yweweler lucas)
 
 . ../utils/setup.sh "$@"  # options, $python, run_stages, log, log_mpi, decode_tuned
-case $finetune_speakers in
-  '' | *[!0-9]* | 0*) echo "run.sh: --finetune-speakers: a whole number of speakers, at least 1 (got '$finetune_speakers')" >&2; exit 2 ;;
-esac
+for opt in finetune_speakers loso_speakers; do
+  case ${!opt} in
+    '' | *[!0-9]* | 0*) echo "run.sh: --${opt//_/-}: a whole number of speakers, at least 1 (got '${!opt}')" >&2; exit 2 ;;
+  esac
+done
 
 stage_data() {
   if [ -n "$prepare" ]; then log bash ../utils/prepare_recipe.sh || return; fi
@@ -87,13 +91,16 @@ stage_features() {
     log asrkit compute-features "${entry#*=}" --config conf/mfcc.toml \
       --out "data/mfcc/${entry%%=*}" --jobs "$nj" || return
   done
-  # the synthetic part of the training with real speech: the first --finetune-speakers
-  # speakers (voices are dealt to speakers in turn, so any first N are balanced)
-  rm -rf data/mfcc/synth_train_ft
-  head -n "$finetune_speakers" data/mfcc/synth_train/spk2utt | cut -d' ' -f1 \
-    > data/mfcc/synth_train.finetune_speakers
-  log asrkit data subset data/mfcc/synth_train --spk-list data/mfcc/synth_train.finetune_speakers \
-    data/mfcc/synth_train_ft
+  # the synthetic part of the training with real speech: the first N speakers (voices are
+  # dealt to speakers in turn, so any first N are balanced)
+  synth_speakers ft "$finetune_speakers" && synth_speakers loso "$loso_speakers"
+}
+
+synth_speakers() {  # synth_speakers NAME N: data/mfcc/synth_train_NAME, the first N speakers
+  rm -rf "data/mfcc/synth_train_$1"
+  head -n "$2" data/mfcc/synth_train/spk2utt | cut -d' ' -f1 > "data/mfcc/synth_train.$1_speakers"
+  log asrkit data subset data/mfcc/synth_train --spk-list "data/mfcc/synth_train.$1_speakers" \
+    "data/mfcc/synth_train_$1"
 }
 
 stage_lang() {
@@ -148,7 +155,7 @@ stage_loso() {
   local held s train dev wip
   wip=$(cat exp/blstm/decode_dev_tg/best_wip)
   for held in "${speakers[@]}"; do
-    train=(data/mfcc/synth_train_ft); dev=(data/mfcc/synth_dev)
+    train=(data/mfcc/synth_train_loso); dev=(data/mfcc/synth_dev)
     for s in "${speakers[@]}"; do
       [ "$s" = "$held" ] && continue
       train+=("data/mfcc/fsdd_${s}_train"); dev+=("data/mfcc/fsdd_${s}_dev")

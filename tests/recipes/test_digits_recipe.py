@@ -24,7 +24,7 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                ASRKIT_CACHE=str(tmp_path / "cache"))
     r = subprocess.run(["bash", str(work / "run.sh"), "--train-speakers", "6",
-                        "--finetune-speakers", "4", "--dev-speakers",
+                        "--finetune-speakers", "4", "--loso-speakers", "3", "--dev-speakers",
                         "2", "--test-speakers", "2", "--utts-per-speaker", "5",
                         "--pretrain-epochs", "1", "--epochs", "1", "--loso-epochs", "1",
                         "--fsdd-takes", "2", "--fsdd", SHARED_FSDD, "--no-prepare", "--nj", "1",
@@ -41,6 +41,9 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     assert len(synth) == 6 + 6 * 5 and sum(len(line.split()) - 1 for line in finetune) == 20
     train = (work / "data/mfcc/train/utt2spk").read_text().split()[1::2]
     assert {s for s in train if s.startswith("tr")} == {"tr000", "tr001", "tr002", "tr003"}
+    loso = (work / "data/mfcc/train_no_lucas/utt2spk").read_text().split()[1::2]
+    assert {s for s in loso if s.startswith("tr")} == {"tr000", "tr001", "tr002"}
+    assert not any(s.startswith("fsdd-lucas") for s in loso)
     score = json.loads((exp / "blstm/decode_synth_test_tg/score.json").read_text())
     assert score["num_sentences"] == 10
     # leave one speaker out: each real speaker decoded by a model that never heard them, all
