@@ -5,7 +5,8 @@
 #
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
 #       [--train-speakers N] [--finetune-speakers N] [--loso-speakers N] [--dev-speakers N]
-#       [--test-speakers N] [--utts-per-speaker N] [--fsdd-takes N]  (data options: local/make_corpus.py --help)
+#       [--test-speakers N] [--utts-per-speaker N] [--fsdd-takes N]
+#       (data options: local/make_corpus.py --help)
 #       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--nj N] [--mpi N] [--resume]
 #       [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
@@ -65,7 +66,9 @@ speakers=(jackson nicolas yweweler lucas)
 . ../utils/setup.sh "$@"  # options, $python, run_stages, log, log_mpi, decode_tuned
 for opt in finetune_speakers loso_speakers; do
   case ${!opt} in
-    '' | *[!0-9]* | 0*) echo "run.sh: --${opt//_/-}: a whole number of speakers, at least 1 (got '${!opt}')" >&2; exit 2 ;;
+    '' | *[!0-9]* | 0*)
+      echo "run.sh: --${opt//_/-}: a whole number of speakers, at least 1 (got '${!opt}')" >&2
+      exit 2 ;;
   esac
 done
 
@@ -224,9 +227,7 @@ stage_models() {
     log asrkit train "conf/$m.toml" --out "exp/$m" --set reader.data_dir=data/mfcc/synth_train \
       --set reader.cv_data_dir=data/mfcc/synth_dev \
       ${model_epochs:+--set "train.epochs=$model_epochs"} ${resume:+--resume} || return
-    # the last 5 checkpoints (one per epoch), as many as there are when --model-epochs is below 5
-    log asrkit model average "exp/$m" "exp/$m/avg.mdl" \
-      --avg "$((${model_epochs:-5} < 5 ? ${model_epochs:-5} : 5))" || return
+    average_last "exp/$m" "$model_epochs" || return
     decode_model "$m" "exp/$m/avg.mdl" || return
   done
 }

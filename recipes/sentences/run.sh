@@ -101,7 +101,7 @@ train_model() {  # train_model NAME [EPOCHS]: conf/NAME.toml trained into exp/NA
   log_mpi asrkit train "conf/$m.toml" --out "exp/$m" ${n:+--set "train.epochs=$n"} \
     ${resume:+--resume} || return
   if averaged "$m"; then
-    log asrkit model average "exp/$m" "exp/$m/avg.mdl" --avg "$((${n:-5} < 5 ? ${n:-5} : 5))"
+    average_last "exp/$m" "$n"
   fi
 }
 

@@ -15,8 +15,8 @@
 #
 # Then it checks that `asrkit` is on PATH, sets $bindir (its folder) and $python (the python
 # next to it), appends the command line to exp/commands.txt, and defines run_stage, run_stages,
-# log, log_mpi, decode_tuned, model_configs, is_transducer, transcribe_data, package_tuned_bonus
-# and utt2voice.
+# log, log_mpi, decode_tuned, model_configs, is_transducer, transcribe_data, package_tuned_bonus,
+# average_last and utt2voice.
 
 : "${stage:=0}" "${stop_stage:=100}" "${nj:=1}" "${mpi:=1}" "${wip_range:=-4:0:1}"
 _cmdline="# $(date -u +%FT%TZ) $0 $*"
@@ -141,6 +141,12 @@ package_tuned_bonus() {  # package_tuned_bonus MODEL FEATURES OUT DEV DEV_OUT [T
   done
   echo "$best" > "$dev_out/best_word_bonus"
   log asrkit package --model "$model" --features "$features" --word-bonus "$best" --out "$out"
+}
+
+average_last() {  # average_last EXP [EPOCHS]: EXP/avg.mdl, the average of EXP's last 5 epoch
+  # checkpoints (a config with keep_checkpoints = 5), as many as there are when EPOCHS is below 5
+  local n=${2:-5}
+  log asrkit model average "$1" "$1/avg.mdl" --avg "$((n < 5 ? n : 5))"
 }
 
 utt2voice() {  # utt2voice DATA_DIR: "utt engine-voice" lines from the corpus's speakers.txt
