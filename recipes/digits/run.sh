@@ -25,7 +25,7 @@
 #   7 loso      leave-one-speaker-out: for each real speaker, a model trained as the shipped
 #               one but without them (and on the first --loso-speakers synthetic speakers), tested
 #               on all their recordings (isolated digits and strings)
-#   8 peer      pocketsphinx 5.1.1 (digit-loop JSGF grammar) on the same test audio
+#   8 peer      pocketsphinx 5.1.1 (digit-loop JSGF grammar) on the same test audio; cached
 #   9 models    with --models: each conf/NAME.toml (e.g. conformer_ctc, conformer_transducer)
 #               trained on the synthetic speech as exp/synth is, its last 5 checkpoints
 #               averaged, and compared with exp/synth on the synthetic test voices and all

@@ -45,11 +45,11 @@ SAMPLE_RATE = augment.SAMPLE_RATE
 KALDI_FILES = ("wav.scp", "text", "utt2spk", "spk2utt", "utt2dur", "text.ipa", "text.phones")
 
 
-def default_cache_dir() -> str:
-    """``$ASRKIT_CACHE/synth``, else ``~/.cache/asrkit/synth``."""
+def default_cache_dir(kind: str = "synth") -> str:
+    """``$ASRKIT_CACHE/KIND``, else ``~/.cache/asrkit/KIND`` (the recipes' caches)."""
     root = os.environ.get("ASRKIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
                                                           "asrkit")
-    return os.path.join(root, "synth")
+    return os.path.join(root, kind)
 
 
 def spec_key(*parts) -> str:
