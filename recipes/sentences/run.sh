@@ -19,7 +19,7 @@
 #   2 lang      phone tokens + CMUdict lexicon (local/prepare_lang.py), 3-gram LM on the LM text
 #               (asrkit lm train), phone-level training transcripts with the pronunciations
 #               eSpeak NG spoke (local/phone_transcripts.py)
-#   3 train     the --model (default conformer_ctc: Conformer-CTC over phones, 30 epochs; blstm:
+#   3 train     the --model (default conformer_ctc: Conformer-CTC over phones, 15 epochs; blstm:
 #               the BLSTM-CTC) from conf/MODEL.toml into exp/MODEL (asrkit train; on --mpi N
 #               ranks under mpiexec; --epochs N for other than the config's own), the Conformer's
 #               last 5 checkpoints averaged (asrkit model average; the BLSTM keeps its final.mdl)
@@ -48,7 +48,7 @@ test_utts_per_speaker=10
 lm_sentences=50000
 model=conformer_ctc  # stages 3, 5, 7: the model trained, decoded and packaged (conf/MODEL.toml,
                      # a CTC one: conformer_ctc, or blstm)
-epochs=              # its epochs (default: its config's own, conformer_ctc 30, blstm 15)
+epochs=              # its epochs (default: its config's own, conformer_ctc 15, blstm 15)
 nj=2       # jobs for data, features and decoding (--mpi N: training ranks)
 prepare=1  # install the voices first (../utils/prepare_recipe.sh); --no-prepare skips it
 models=           # stage 6: other model configs to train and compare (conf/NAME.toml)
@@ -152,7 +152,7 @@ stage_decode() {
 }
 
 stage_models() {
-  [ -n "$models" ] || { echo "no --models: only the BLSTM is trained"; return 0; }
+  [ -n "$models" ] || { echo "no --models: only the --model ($model) is trained"; return 0; }
   local m part
   model_configs $models || return
   for m in $models; do
