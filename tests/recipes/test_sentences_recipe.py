@@ -290,3 +290,12 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     # exp/final is the Conformer-CTC with its dev-tuned acoustic scale and penalty
     assert "--model exp/conformer_ctc/avg.mdl --graph exp/graph_tg" in commands
     assert any(p.name.endswith(".mdl") for p in (exp / "final").iterdir())
+    # a run started at stage 5 builds the graphs it decodes with when they are missing
+    shutil.rmtree(exp / "graph_grammar")
+    r = subprocess.run(["bash", str(run), "--stage", "5", "--stop-stage", "5", "--nj", "1",
+                        "--acoustic-scales", "1"],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "building them first (stage 4)" in (exp / "log/stage5.log").read_text()
+    assert (exp / "graph_grammar/TLG.npz").exists()
+    assert "%WER" in (exp / "conformer_ctc/decode_test_grammar/wer.txt").read_text()
