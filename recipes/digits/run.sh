@@ -167,6 +167,7 @@ stage_loso() {
     combine_features "data/mfcc/dev_no_$held" "${dev[@]}" || return
     train_model "exp/loso/$held" "data/mfcc/train_no_$held" "data/mfcc/dev_no_$held" \
       "$loso_epochs" exp/synth/final.mdl || return
+    need_graph exp/graph_tg || return
     log asrkit decode --graph exp/graph_tg --model "exp/loso/$held/final.mdl" \
       "data/mfcc/fsdd_${held}_test" --out "exp/loso/decode/$held" \
       --word-insertion-penalty="$wip" --nbest 1 --nj "$nj" || return

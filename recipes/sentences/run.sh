@@ -132,11 +132,6 @@ decode_graphs() {  # decode_graphs MODEL OUT: with each graph, the acoustic scal
   # inverse) and the word insertion penalty tuned on dev, as Kaldi's scoring tunes both; then
   # the tests with them
   local graph ac errors best fewest
-  # a run started at stage 5 or 6 builds stage 4's graphs when they are missing
-  if [ ! -f exp/graph_tg/graph.json ] || [ ! -f exp/graph_grammar/graph.json ]; then
-    echo "the decoding graphs are missing: building them first (stage 4)"
-    stage_graph || return
-  fi
   for graph in tg grammar; do
     best=; fewest=
     for ac in $acoustic_scales; do

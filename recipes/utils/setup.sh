@@ -15,8 +15,8 @@
 #
 # Then it checks that `asrkit` is on PATH, sets $bindir (its folder) and $python (the python
 # next to it), appends the command line to exp/commands.txt, and defines run_stage, run_stages,
-# log, log_mpi, decode_tuned, model_configs, is_transducer, transcribe_data, package_tuned_bonus,
-# average_last and utt2voice.
+# log, log_mpi, need_graph, decode_tuned, model_configs, is_transducer, transcribe_data,
+# package_tuned_bonus, average_last and utt2voice.
 
 : "${stage:=0}" "${stop_stage:=100}" "${nj:=1}" "${mpi:=1}" "${wip_range:=-4:0:1}"
 _cmdline="# $(date -u +%FT%TZ) $0 $*"
@@ -70,8 +70,10 @@ run_stage() {  # run_stage N NAME CMD...: run CMD if N is in [stage, stop_stage]
   echo "stage $n: $name done in $((SECONDS - t0)) s"
 }
 
+_stage_names=()
 run_stages() {  # run_stages NAME...: stage N is the Nth NAME (from 0), its function stage_NAME
   local n=0 name
+  _stage_names=("$@")
   for name in "$@"; do run_stage "$n" "$name" "stage_$name"; n=$((n + 1)); done
 }
 
@@ -88,6 +90,15 @@ log_mpi() {  # log_mpi CMD...: as log, on $mpi ranks under mpiexec when --mpi N 
     NUMBA_NUM_THREADS="${NUMBA_NUM_THREADS:-1}" "$mpiexec" -n "$mpi" "$@"
 }
 
+need_graph() {  # need_graph GRAPH: a run started past the recipe's graph stage (stage_graph)
+  # builds its graphs when GRAPH is missing, instead of failing at the first decode
+  [ ! -f "$1/graph.json" ] || return 0
+  local n
+  for n in "${!_stage_names[@]}"; do [ "${_stage_names[n]}" != graph ] || break; done
+  echo "the decoding graphs are missing ($1): building them first (stage $n)"
+  stage_graph
+}
+
 decode_tuned() {  # decode_tuned GRAPH MODEL DEV DEV_OUT [DATA OUT]... [-- DECODE_OPTS...]
   # DEV decoded with the word insertion penalty tuned on it (asrkit decode --tune-wip: one
   # search, its n-best lists rescored; DEV_OUT/best_wip), then each DATA with that penalty.
@@ -96,6 +107,7 @@ decode_tuned() {  # decode_tuned GRAPH MODEL DEV DEV_OUT [DATA OUT]... [-- DECOD
   shift 2
   while [ $# -gt 0 ] && [ "$1" != -- ]; do sets+=("$1"); shift; done
   [ $# -gt 0 ] && { shift; opts=("$@"); }
+  need_graph "$graph" || return
   log asrkit decode --graph "$graph" --model "$model" "${sets[0]}" --out "${sets[1]}" \
     --tune-wip="$wip_range" --nj "$nj" "${opts[@]}" || return
   for ((i = 2; i < ${#sets[@]}; i += 2)); do
