@@ -3,7 +3,9 @@
 ``align(ref, hyp)`` is a Levenshtein alignment with Kaldi's ``compute-wer`` costs (substitution,
 insertion and deletion each cost 1); among alignments of equal cost it prefers substitutions, then
 deletions, then insertions, as sclite does when printing. ``score_texts`` compares two Kaldi
-``text`` tables (``utt-id word word ...``) and returns totals plus one alignment per utterance.
+``text`` tables (``utt-id word word ...``) and returns totals plus one alignment per utterance,
+and the errors counted by word (``ScoreReport.confusions``: sclite's confusion pairs,
+insertions and deletions, the first thing to read when asking what a model gets wrong).
 
 CER is computed on characters with word boundaries removed (``"a b" -> ["a", "b"]``), as ESPnet
 and icefall report it; pass ``keep_spaces=True`` to count the spaces as characters too.
@@ -11,6 +13,7 @@ and icefall report it; pass ``keep_spaces=True`` to count the spaces as characte
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Sequence
 
@@ -145,13 +148,61 @@ class ScoreReport:
             "deletions": self.deletions, "insertions": self.insertions,
             "sentence_error_rate": 100.0 * self.sentence_errors / max(self.num_sentences, 1),
             "missing_hyps": self.missing_hyps,
+            "confusions": {kind: [[*(k if isinstance(k, tuple) else (k,)), n]
+                                  for k, n in sorted(c.items(), key=lambda x: (-x[1], x[0]))]
+                           for kind, c in self.confusions().items()},
             "utterances": {u: {"errors": a.errors, "num_ref": a.num_ref,
                                "sub": a.count(SUB), "del": a.count(DEL), "ins": a.count(INS)}
                            for u, a in self.alignments.items()},
         }
 
-    def report(self, worst: int | None = None) -> str:
-        """sclite-style text report: per-utterance alignments (worst first if ``worst``), totals."""
+    def confusions(self) -> dict[str, collections.Counter]:
+        """Errors by word over the set: ``substitutions`` counts ``(ref, hyp)`` pairs,
+        ``insertions`` hypothesis words, ``deletions`` reference words."""
+        out = {"substitutions": collections.Counter(), "insertions": collections.Counter(),
+               "deletions": collections.Counter()}
+        for a in self.alignments.values():
+            for r, h, o in zip(a.ref, a.hyp, a.ops):
+                if o == SUB:
+                    out["substitutions"][(r, h)] += 1
+                elif o == INS:
+                    out["insertions"][h] += 1
+                elif o == DEL:
+                    out["deletions"][r] += 1
+        return out
+
+    def top_errors(self, n: int = 3) -> list[tuple[str, int]]:
+        """The ``n`` most frequent errors as ``("six -> eight", count)``, ``("+ one", count)``
+        (inserted) or ``("- two", count)`` (deleted); ties in the order of their text."""
+        c = self.confusions()
+        items = [(f"{r} -> {h}", k) for (r, h), k in c["substitutions"].items()]
+        items += [(f"+ {w}", k) for w, k in c["insertions"].items()]
+        items += [(f"- {w}", k) for w, k in c["deletions"].items()]
+        return sorted(items, key=lambda x: (-x[1], x[0]))[:max(n, 0)]
+
+    def confusion_report(self, top: int = 10) -> str:
+        """sclite's "CONFUSION PAIRS", "INSERTIONS" and "DELETIONS" sections, each its ``top``
+        most frequent entries: ``   1:   88  ->  six ==> eight``."""
+        c = self.confusions()
+        sections = [("CONFUSION PAIRS", [(f"{r} ==> {h}", k) for (r, h), k in
+                                         c["substitutions"].items()]),
+                    ("INSERTIONS", list(c["insertions"].items())),
+                    ("DELETIONS", list(c["deletions"].items()))]
+        lines = []
+        for title, items in sections:
+            items.sort(key=lambda x: (-x[1], x[0]))
+            lines.append(f"{title:32} Total ({sum(k for _, k in items)})")
+            lines += [f"{i:4d}: {k:4d}  ->  {text}" for i, (text, k) in
+                      enumerate(items[:top], 1)]
+            if len(items) > top:
+                lines.append(f"      ({len(items) - top} more)")
+            lines.append("")
+        return "\n".join(lines).rstrip()
+
+    def report(self, worst: int | None = None, confusions: int = 10) -> str:
+        """sclite-style text report: per-utterance alignments (worst first if ``worst``),
+        totals, then the ``confusions`` most frequent substitutions, insertions and deletions
+        (0: none)."""
         items = list(self.alignments.items())
         if worst is not None:
             items = sorted(items, key=lambda kv: (-kv[1].errors, kv[0]))[:worst]
@@ -167,6 +218,8 @@ class ScoreReport:
         lines.append(f"%SER {ser:.2f} [ {self.sentence_errors} / {self.num_sentences} ]")
         if self.missing_hyps:
             lines.append(f"missing hypotheses (scored as deletions): {len(self.missing_hyps)}")
+        if confusions > 0 and self.errors:
+            lines += ["", self.confusion_report(confusions)]
         return "\n".join(lines)
 
 

@@ -243,12 +243,12 @@ stage_final() {
   if [ -n "$loso" ]; then
     log "$python" local/wer_table.py exp/tables/real_speakers.tsv "${sets[@]}" \
       --system asrkit=exp/loso/decode --system pocketsphinx=exp/pocketsphinx \
-      --group=-iso-=isolated --group=-str-=strings || return
+      --group=-iso-=isolated --group=-str-=strings --top-errors asrkit || return
   fi
   utt2voice data/synth/test > exp/tables/synth_test.utt2voice  # one row per voice of the test set
   log "$python" local/wer_table.py exp/tables/synth_voices.tsv --set synth_test=data/synth/test \
     --system "asrkit=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx \
-    --group-file exp/tables/synth_test.utt2voice || return
+    --group-file exp/tables/synth_test.utt2voice --top-errors asrkit || return
   local tables=(--table "Synthetic voices never heard in training=exp/tables/synth_voices.tsv")
   if [ -n "$models" ]; then
     local m entry systems=(--system "blstm=exp/synth/decode_{set}") model_sets=()

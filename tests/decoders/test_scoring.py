@@ -1,5 +1,6 @@
 """WER/CER scoring against jiwer, and the sclite-style report and command."""
 
+import collections
 import json
 import subprocess
 import sys
@@ -56,6 +57,74 @@ def test_known_alignment_and_report():
     assert "id: u1" in text and "REF:" in text and "%SER 100.00 [ 2 / 2 ]" in text
 
 
+def _jiwer_confusions(ref: str, hyp: str) -> dict:
+    """jiwer's error counts, its multi-word chunks split into words."""
+    subs, ins, dels = jiwer.collect_error_counts(jiwer.process_words(ref, hyp))
+    out = {"substitutions": collections.Counter(), "insertions": collections.Counter(),
+           "deletions": collections.Counter()}
+    for (r, h), n in subs.items():
+        for pair in zip(r.split(), h.split(), strict=True):
+            out["substitutions"][pair] += n
+    for kind, counts in (("insertions", ins), ("deletions", dels)):
+        for words, n in counts.items():
+            for w in words.split():
+                out[kind][w] += n
+    return out
+
+
+def test_confusion_pairs_insertions_and_deletions_match_jiwer(rng):
+    # edits kept apart by two correct words, substituted and inserted words never in the reference:
+    # one best alignment, so both tools must count the same pairs
+    base, other = [f"w{i}" for i in range(12)], [f"x{i}" for i in range(4)]
+    refs, hyps, total = {}, {}, {"substitutions": collections.Counter(),
+                                 "insertions": collections.Counter(),
+                                 "deletions": collections.Counter()}
+    for k in range(150):
+        ref = list(rng.choice(base, size=int(rng.integers(4, 13)), replace=False))
+        hyp = []
+        for i, w in enumerate(ref):
+            op = rng.choice(["C", "S", "D", "I"], p=[0.55, 0.15, 0.15, 0.15]) \
+                if i % 3 == 0 else "C"
+            hyp += {"C": [w], "S": [str(rng.choice(other))], "D": [],
+                    "I": [w, str(rng.choice(other))]}[op]
+        refs[f"u{k}"], hyps[f"u{k}"] = " ".join(ref), " ".join(hyp)
+        expected = _jiwer_confusions(refs[f"u{k}"], hyps[f"u{k}"])
+        one = score_texts({"u": refs[f"u{k}"]}, {"u": hyps[f"u{k}"]}).confusions()
+        assert one == expected, (refs[f"u{k}"], hyps[f"u{k}"])
+        for kind in total:
+            total[kind] += expected[kind]
+    rep = score_texts(refs, hyps)
+    assert rep.confusions() == total
+    assert sum(total["substitutions"].values()) == rep.substitutions > 20
+    d = rep.as_dict()["confusions"]
+    assert {(r, h): n for r, h, n in d["substitutions"]} == total["substitutions"]
+    assert [n for _, _, n in d["substitutions"]] == sorted(total["substitutions"].values(),
+                                                            reverse=True)
+    assert {w: n for w, n in d["deletions"]} == total["deletions"]
+    top = rep.top_errors(3)
+    everything = [(f"{r} -> {h}", n) for (r, h), n in total["substitutions"].items()] + \
+        [(f"+ {w}", n) for w, n in total["insertions"].items()] + \
+        [(f"- {w}", n) for w, n in total["deletions"].items()]
+    assert top == sorted(everything, key=lambda x: (-x[1], x[0]))[:3]
+
+
+def test_report_lists_the_most_frequent_errors_as_sclite_does():
+    rep = score_texts({"a": "six six three", "b": "six one", "c": "two"},
+                      {"a": "eight eight three", "b": "eight one two", "c": ""})
+    text = rep.report(confusions=2)
+    assert text.split("\n%SER")[1].split("\n\n", 1)[1] == (
+        "CONFUSION PAIRS                  Total (3)\n"
+        "   1:    3  ->  six ==> eight\n\n"
+        "INSERTIONS                       Total (1)\n"
+        "   1:    1  ->  two\n\n"
+        "DELETIONS                        Total (1)\n"
+        "   1:    1  ->  two")
+    assert rep.top_errors(5) == [("six -> eight", 3), ("+ two", 1), ("- two", 1)]
+    assert "CONFUSION PAIRS" not in rep.report(confusions=0)
+    perfect = score_texts({"a": "one"}, {"a": "one"})
+    assert "CONFUSION" not in perfect.report() and perfect.top_errors() == []
+
+
 def test_extra_hypothesis_is_an_error():
     with pytest.raises(ValueError, match="no reference"):
         score_texts({"a": "x"}, {"a": "x", "b": "y"})
@@ -76,6 +145,20 @@ def test_score_command(tmp_path):
     r = subprocess.run(cmd + [str(tmp_path / "dup"), str(tmp_path / "hyp")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "dup:2: duplicate utterance id 'u1'" in r.stderr
+    r = subprocess.run(cmd + [str(tmp_path / "ref"), str(tmp_path / "hyp")],
+                       capture_output=True, text=True, check=True)
+    assert r.stdout.rstrip().endswith("CONFUSION PAIRS                  Total (1)\n"
+                                      "   1:    1  ->  two ==> too\n\n"
+                                      "INSERTIONS                       Total (0)\n\n"
+                                      "DELETIONS                        Total (0)")
+    r = subprocess.run(cmd + ["--confusions", "0", str(tmp_path / "ref"), str(tmp_path / "hyp")],
+                       capture_output=True, text=True, check=True)
+    assert "CONFUSION" not in r.stdout
+    for bad in (["--confusions", "-1"], ["--worst", "-2"]):
+        r = subprocess.run(cmd + bad + [str(tmp_path / "ref"), str(tmp_path / "hyp")],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and r.stderr.strip().endswith(
+            f"{bad[0]} must be at least 0, got {bad[1]}") and "Traceback" not in r.stderr
 
 
 def test_per_speaker_scores_match_jiwer_on_each_speaker(rng, tmp_path):
@@ -100,3 +183,10 @@ def test_per_speaker_scores_match_jiwer_on_each_speaker(rng, tmp_path):
     d = json.loads(r.stdout)
     assert {g: round(v["error_rate"], 6) for g, v in d["groups"].items()} == \
         {g: round(rep.error_rate, 6) for g, rep in parts.items()}
+    r = subprocess.run([sys.executable, "-m", "asrkit", "score", "--summary-only", "--utt2spk",
+                        str(tmp_path / "utt2spk"), str(tmp_path / "ref"), str(tmp_path / "hyp")],
+                       capture_output=True, text=True, check=True)
+    lines = r.stdout.splitlines()
+    for spk, rep in parts.items():
+        top = ", ".join(f"{t} x{n}" for t, n in rep.top_errors(3))
+        assert f"{spk}: {rep.summary_line()}  most frequent: {top}" in lines

@@ -5,6 +5,7 @@ exports to ONNX."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,6 +62,14 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
                                     for k in ("isolated", "strings")] + ["all"]
     words = [int(r[1]) for r in rows]
     assert sum(words[:-1]) == words[-1]
+    # the last column: the three most frequent errors of each row, within its error count
+    assert table[0].endswith("\tasrkit: most frequent errors") and rows[-1][-1] == ""
+    for r in rows[:-1]:
+        errors = int(r[2].split("(")[1].rstrip(")"))
+        listed = [] if r[-1] == "none" else r[-1].split(", ")
+        assert len(listed) == min(3, len(listed)) and (errors == 0) == (r[-1] == "none")
+        assert all(re.fullmatch(r"(\w+ -> \w+|[+-] \w+) x\d+", e) for e in listed), r
+        assert sum(int(e.rsplit("x", 1)[1]) for e in listed) <= errors
     # stage 9: every model (one epoch; its one checkpoint averaged) on every comparison set
     models = ["blstm", "conformer_ctc", "conformer_transducer"]
     table = (exp / "tables/models.tsv").read_text().splitlines()

@@ -7,10 +7,13 @@ pattern without ``{set}`` means ``PATTERN/{set}``); each ``--set NAME=DATA_DIR``
 whose ``text`` is the reference. Utterances are grouped into rows by ``--group REGEX=LABEL``
 rules on the utterance id (first match wins; by default one row per set), so one set gives rows
 such as "lucas, isolated" and "lucas, strings". Every row has each system's WER with its error
-count, and the number of reference words; a last row sums all sets. Also prints the table.
+count, and the number of reference words; a last row sums all sets. ``--top-errors NAME``
+adds a column of that system's three most frequent errors in each row ("six -> eight x82",
+"+ one x7" inserted, "- two x4" deleted). Also prints the table.
 
 Usage: wer_table.py OUT.tsv --set lucas=data/fsdd/lucas/test --system asrkit=exp/loso/{set}
            [--system pocketsphinx=exp/pocketsphinx] [--group '-iso-=isolated' ...]
+           [--top-errors asrkit]
 """
 
 from __future__ import annotations
@@ -42,11 +45,17 @@ def main(argv=None) -> int:
     p.add_argument("--group", action="append", default=[], metavar="REGEX=LABEL")
     p.add_argument("--group-file", default=None, metavar="FILE",
                    help="'utt label' lines (e.g. utt2spk): rows by label instead of --group")
+    p.add_argument("--top-errors", default=None, metavar="NAME",
+                   help="add a column of system NAME's three most frequent errors per row")
     args = p.parse_args(argv)
     sets, systems = _pairs(args.sets, "--set"), _pairs(args.system, "--system")
+    if args.top_errors is not None and args.top_errors not in dict(systems):
+        p.error(f"--top-errors {args.top_errors}: not one of the --system names")
     groups = [(re.compile(rx), label) for rx, label in _pairs(args.group, "--group")]
     labels_file = read_text_table(args.group_file) if args.group_file else None
     header = ["test set", "words"] + [f"{name} WER % (errors)" for name, _ in systems]
+    if args.top_errors:
+        header.append(f"{args.top_errors}: most frequent errors")
     rows, totals = [header], {name: [0, 0] for name, _ in systems}
     for set_name, data_dir in sets:
         refs = read_text_table(os.path.join(data_dir, "text"))
@@ -74,11 +83,16 @@ def main(argv=None) -> int:
             for name, _ in systems:
                 r = per_system.get(name, {}).get(lab)
                 row.append("-" if r is None else f"{r.error_rate:.2f} ({r.errors})")
+            if args.top_errors:
+                r = per_system.get(args.top_errors, {}).get(lab)
+                row.append("-" if r is None else ", ".join(
+                    f"{text} x{n}" for text, n in r.top_errors(3)) or "none")
             rows.append(row)
     if len(sets) > 1:
         words = max((n for _, n in totals.values()), default=0)
         rows.append(["all", str(words)] + [
-            f"{100.0 * e / n:.2f} ({e})" if n else "-" for e, n in totals.values()])
+            f"{100.0 * e / n:.2f} ({e})" if n else "-" for e, n in totals.values()]
+            + ([""] if args.top_errors else []))
     text = "".join("\t".join(r) + "\n" for r in rows)
     tmp = args.out + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
