@@ -190,7 +190,7 @@ stage_final() {
   mkdir -p exp/tables
   utt2voice data/test > exp/tables/test.utt2voice  # test_clean has the same utterances
   log "$python" ../digits/local/wer_table.py exp/tables/test.tsv --set test=data/test \
-    --set test_clean=data/test_clean "${systems[@]}" || return
+    --set test_clean=data/test_clean "${systems[@]}" --top-errors "$model 3-gram" || return
   log "$python" ../digits/local/wer_table.py exp/tables/test_voices.tsv --set test=data/test \
     --set test_clean=data/test_clean "${systems[@]}" --group-file exp/tables/test.utt2voice \
     || return

@@ -274,12 +274,14 @@ def test_all_stages_and_the_model_comparison_at_tiny_size(tmp_path):
     # column per model and graph
     systems = ["conformer_ctc 3-gram", "conformer_ctc grammar", "blstm 3-gram",
                "blstm grammar", "conformer_transducer 3-gram"]
-    for name in ("test.tsv", "test_voices.tsv"):
+    for name, extra in (("test.tsv", ["conformer_ctc 3-gram: most frequent errors"]),
+                        ("test_voices.tsv", [])):
         table = (exp / "tables" / name).read_text().splitlines()
         assert table[0].split("\t") == ["test set", "words"] + [
-            f"{s} WER % (errors)" for s in systems]
+            f"{s} WER % (errors)" for s in systems] + extra
         rows = [line.split("\t") for line in table[1:]]
-        assert rows and all(len(r) == 2 + len(systems) and "-" not in r[2:] for r in rows)
+        assert rows and all(len(r) == 2 + len(systems) + len(extra) and "-" not in r[2:]
+                            for r in rows)
     voices = {line.split()[1] for line in
               (exp / "tables/test.utt2voice").read_text().splitlines()}
     rows = (exp / "tables/test_voices.tsv").read_text().splitlines()[1:]
