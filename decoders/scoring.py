@@ -108,6 +108,11 @@ def tokenize(text: str, unit: str = "word", keep_spaces: bool = False) -> list[s
     return list(" ".join(words)) if keep_spaces else [c for w in words for c in w]
 
 
+def _by_count(items) -> list:
+    """``(key, count)`` pairs, most frequent first, ties in the order of their keys."""
+    return sorted(items, key=lambda x: (-x[1], x[0]))
+
+
 @dataclasses.dataclass
 class ScoreReport:
     """Totals over a test set plus each utterance's alignment (``None`` hypothesis = missing)."""
@@ -149,7 +154,7 @@ class ScoreReport:
             "sentence_error_rate": 100.0 * self.sentence_errors / max(self.num_sentences, 1),
             "missing_hyps": self.missing_hyps,
             "confusions": {kind: [[*(k if isinstance(k, tuple) else (k,)), n]
-                                  for k, n in sorted(c.items(), key=lambda x: (-x[1], x[0]))]
+                                  for k, n in _by_count(c.items())]
                            for kind, c in self.confusions().items()},
             "utterances": {u: {"errors": a.errors, "num_ref": a.num_ref,
                                "sub": a.count(SUB), "del": a.count(DEL), "ins": a.count(INS)}
@@ -178,7 +183,11 @@ class ScoreReport:
         items = [(f"{r} -> {h}", k) for (r, h), k in c["substitutions"].items()]
         items += [(f"+ {w}", k) for w, k in c["insertions"].items()]
         items += [(f"- {w}", k) for w, k in c["deletions"].items()]
-        return sorted(items, key=lambda x: (-x[1], x[0]))[:max(n, 0)]
+        return _by_count(items)[:max(n, 0)]
+
+    def top_errors_text(self, n: int = 3) -> str:
+        """``top_errors(n)`` as one line: ``"six -> eight x82, + one x7"`` ("" without errors)."""
+        return ", ".join(f"{text} x{k}" for text, k in self.top_errors(n))
 
     def confusion_report(self, top: int = 10) -> str:
         """sclite's "CONFUSION PAIRS", "INSERTIONS" and "DELETIONS" sections, each its ``top``
@@ -189,8 +198,8 @@ class ScoreReport:
                     ("INSERTIONS", list(c["insertions"].items())),
                     ("DELETIONS", list(c["deletions"].items()))]
         lines = []
-        for title, items in sections:
-            items.sort(key=lambda x: (-x[1], x[0]))
+        for title, unsorted in sections:
+            items = _by_count(unsorted)
             lines.append(f"{title:32} Total ({sum(k for _, k in items)})")
             lines += [f"{i:4d}: {k:4d}  ->  {text}" for i, (text, k) in
                       enumerate(items[:top], 1)]

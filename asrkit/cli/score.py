@@ -71,6 +71,6 @@ def run(args) -> int:
     print(rep.summary_line() if args.summary_only
           else rep.report(worst=args.worst, confusions=args.confusions))
     for g, r in per_group.items():
-        top = ", ".join(f"{text} x{n}" for text, n in r.top_errors(3))
+        top = r.top_errors_text(3)
         print(f"{g}: {r.summary_line()}" + (f"  most frequent: {top}" if top else ""))
     return 0

@@ -85,8 +85,7 @@ def main(argv=None) -> int:
                 row.append("-" if r is None else f"{r.error_rate:.2f} ({r.errors})")
             if args.top_errors:
                 r = per_system.get(args.top_errors, {}).get(lab)
-                row.append("-" if r is None else ", ".join(
-                    f"{text} x{n}" for text, n in r.top_errors(3)) or "none")
+                row.append("-" if r is None else r.top_errors_text(3) or "none")
             rows.append(row)
     if len(sets) > 1:
         words = max((n for _, n in totals.values()), default=0)
