@@ -5,8 +5,8 @@
 #
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
 #       [--train-speakers N] [--finetune-speakers N] [--loso-speakers N] [--dev-speakers N]
-#       [--test-speakers N] [--utts-per-speaker N] [--fsdd-takes N]
-#       (data options: local/make_corpus.py --help)
+#       [--test-speakers N] [--utts-per-speaker N] [--fsdd-takes N] [--fsdd-virtual-speakers N]
+#       [--fsdd-copies N] (data options: local/make_corpus.py --help)
 #       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--nj N] [--mpi N] [--resume]
 #       [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
@@ -51,6 +51,8 @@ dev_speakers=10
 test_speakers=30
 utts_per_speaker=20
 fsdd_takes=50     # FSDD takes of each digit to use (fewer for quick runs)
+fsdd_virtual_speakers=12  # perturbed voices (and channels) each real speaker's training takes
+fsdd_copies=3     # are spread over; each take and string is rendered by this many of them
 pretrain_epochs=12
 epochs=6
 loso_epochs=6     # each leave-one-speaker-out model (from exp/synth, as the shipped one)
@@ -77,12 +79,13 @@ stage_data() {
   log "$python" local/make_corpus.py data --train-speakers "$train_speakers" \
     --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" \
     --utts-per-speaker "$utts_per_speaker" --test-speaker none --jobs "$nj" \
-    --fsdd-takes "$fsdd_takes" ${fsdd:+--fsdd "$fsdd"} || return
+    --fsdd-takes "$fsdd_takes" --fsdd-virtual-speakers "$fsdd_virtual_speakers" \
+    --fsdd-copies "$fsdd_copies" ${fsdd:+--fsdd "$fsdd"} || return
 }
 
 feature_parts() {  # the data dirs stage 0 made, as NAME=DIR (NAME names its features)
   local p s
-  for p in train dev test; do echo "synth_$p=data/synth/$p"; done
+  for p in train dev test test_clean; do echo "synth_$p=data/synth/$p"; done
   for s in "${speakers[@]}"; do
     for p in train dev test; do echo "fsdd_${s}_$p=data/fsdd/$s/$p"; done
   done
@@ -113,8 +116,12 @@ stage_lang() {
 }
 
 train_model() {  # train_model OUT TRAIN_DIR DEV_DIR EPOCHS [INIT]: on --mpi N ranks
+  # Training on from INIT (stages 4 and 7), the rate falls by 0.6 each epoch instead of by
+  # newbob's CV-driven halving: every such model ends annealed, whatever its CV noise did
+  # (newbob could end a short run at the full rate).
   log_mpi asrkit train conf/train.toml --out "$1" --set "reader.data_dir=$2" \
-    --set "reader.cv_data_dir=$3" --set "train.epochs=$4" ${5:+--set "train.init=$5"} \
+    --set "reader.cv_data_dir=$3" --set "train.epochs=$4" \
+    ${5:+--set "train.init=$5" --set learner.newbob=false --set learner.decay=0.6} \
     ${resume:+--resume}
 }
 
@@ -149,7 +156,7 @@ stage_decode() {
   for graph in loop tg; do
     decode_tuned "exp/graph_$graph" exp/blstm/final.mdl data/mfcc/dev \
       "exp/blstm/decode_dev_$graph" data/mfcc/synth_test "exp/blstm/decode_synth_test_$graph" \
-      || return
+      data/mfcc/synth_test_clean "exp/blstm/decode_synth_test_clean_$graph" || return
   done
 }
 
@@ -184,8 +191,10 @@ stage_peer() {
     log "$python" local/pocketsphinx_decode.py "data/fsdd/$s/test" "exp/pocketsphinx/$s" \
       --jobs "$nj" || return
   done
-  log "$python" local/pocketsphinx_decode.py data/synth/test exp/pocketsphinx/synth_test \
-    --jobs "$nj"
+  for s in test test_clean; do
+    log "$python" local/pocketsphinx_decode.py "data/synth/$s" "exp/pocketsphinx/synth_$s" \
+      --jobs "$nj" || return
+  done
 }
 
 model_test_sets() {  # NAME=FEATURES_DIR=DATA_DIR of the sets the models are compared on
@@ -246,9 +255,11 @@ stage_final() {
       --group=-iso-=isolated --group=-str-=strings --top-errors asrkit || return
   fi
   utt2voice data/synth/test > exp/tables/synth_test.utt2voice  # one row per voice of the test set
+  # (test_clean: the same utterances and ids, without channels)
   log "$python" local/wer_table.py exp/tables/synth_voices.tsv --set synth_test=data/synth/test \
-    --system "asrkit=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx \
-    --group-file exp/tables/synth_test.utt2voice --top-errors asrkit || return
+    --set synth_test_clean=data/synth/test_clean --system "asrkit=exp/blstm/decode_{set}_tg" \
+    --system pocketsphinx=exp/pocketsphinx --group-file exp/tables/synth_test.utt2voice \
+    --top-errors asrkit || return
   local tables=(--table "Synthetic voices never heard in training=exp/tables/synth_voices.tsv")
   if [ -n "$models" ]; then
     local m entry systems=(--system "blstm=exp/synth/decode_{set}") model_sets=()

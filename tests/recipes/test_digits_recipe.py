@@ -47,6 +47,18 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     assert not any(s.startswith("fsdd-lucas") for s in loso)
     score = json.loads((exp / "blstm/decode_synth_test_tg/score.json").read_text())
     assert score["num_sentences"] == 10
+    # the synthetic test set twice: through channels and as the voices said it (same ids)
+    clean = json.loads((exp / "blstm/decode_synth_test_clean_tg/score.json").read_text())
+    assert clean["num_sentences"] == 10
+    ids = {p: [line.split()[0] for line in (work / "data/synth" / p / "text").read_text()
+               .splitlines()] for p in ("test", "test_clean")}
+    assert ids["test"] == ids["test_clean"]
+    said = (work / "data/synth/test_clean/speakers.txt").read_text().splitlines()
+    assert len(said) == 2 and all(line.endswith(" channel=clean") for line in said)
+    voices = [line.split("\t")[0].split(", ")
+              for line in (exp / "tables/synth_voices.tsv").read_text().splitlines()[1:-1]]
+    assert {v for s, v in voices if s == "synth_test"} == \
+        {v for s, v in voices if s == "synth_test_clean"} != set()
     # leave one speaker out: each real speaker decoded by a model that never heard them, all
     # their test recordings (2 takes of 10 digits, and strings joined from them)
     speakers = ["jackson", "nicolas", "yweweler", "lucas"]

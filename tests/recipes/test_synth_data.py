@@ -2,10 +2,12 @@
 (resumed, verified, extracted atomically; only four speakers), connected strings from takes,
 cached rendering, and the data stage's leave-one-speaker-out data directories."""
 
+import collections
 import hashlib
 import http.server
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -207,7 +209,7 @@ def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):
     from asrkit.io import validate_data_dir
 
     speakers = ("jackson", "nicolas", "yweweler", "lucas")
-    dirs = ["synth/train", "synth/dev", "synth/test"] + \
+    dirs = ["synth/train", "synth/dev", "synth/test", "synth/test_clean"] + \
         [f"fsdd/{s}/{p}" for s in speakers for p in ("train", "dev", "test")]
     for d in dirs:
         assert [p for p in validate_data_dir(str(data / d)) if p.severity == "error"] == [], d
@@ -216,7 +218,14 @@ def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):
         test = _table(data / f"fsdd/{s}/test/text")
         assert sum(u.startswith(f"fsdd-{s}-iso-") for u in test) == 20
         assert len(test) == 20 + 6  # + 3 x 2 joined strings
-        assert sum("-iso-" in u for u in _table(data / f"fsdd/{s}/train/text")) == 10
+        # take 1 of each digit, rendered three times (--fsdd-copies, the recipe's default) by
+        # three different virtual speakers
+        train = _table(data / f"fsdd/{s}/train/utt2spk")
+        iso = collections.defaultdict(set)
+        for u, spk in train.items():
+            if "-iso-" in u:
+                iso[re.sub(r"-c\d$", "", u.split("-iso-")[1])].add(spk)
+        assert len(iso) == 10 and all(len(v) == 3 for v in iso.values()), iso
         assert {u.rsplit("-", 1)[1] for u in _table(data / f"fsdd/{s}/dev/text")
                 if "-iso-" in u} == {"00"}
     # no fold is combined here (the recipe's train and loso stages combine the parts they need);
@@ -242,6 +251,11 @@ def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):
         lines = (data / part / "speakers.txt").read_text().splitlines()
         return {dict(kv.split("=", 1) for kv in line.split()[1:])["talker"] for line in lines}
     assert not talkers("synth/train") & talkers("synth/test")
+    # test_clean: the test utterances, as the voices said them (no channel)
+    assert _table(data / "synth/test_clean/text") == _table(data / "synth/test/text")
+    assert talkers("synth/test_clean") == talkers("synth/test")
+    assert all(line.endswith(" channel=clean") for line in
+               (data / "synth/test_clean/speakers.txt").read_text().splitlines())
     # 16 kHz 16-bit audio whose durations utt2dur states
     wavs = _table(data / "synth/train/wav.scp")
     durs = _table(data / "synth/train/utt2dur")
@@ -255,5 +269,5 @@ def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr
     log = (root / "digits" / "exp" / "log" / "stage0.log").read_text()
-    assert log.count("from the cache") == 3 + 3 * 4 and "made" not in log.split("voice inv")[0]
+    assert log.count("from the cache") == 4 + 3 * 4 and "made" not in log.split("voice inv")[0]
     assert time.time() - t0 < first

@@ -2,20 +2,21 @@
 """Make the connected-digits corpus: real speech (four FSDD speakers) and synthetic speech
 (every installed English TTS voice), with speaker perturbation and channel simulation.
 
-Synthetic (OUT/synth/{train,dev,test}): each speaker is a voice (eSpeak NG, flite, festival,
-Piper: see recipes/utils/synth/voices.py) with its own rate and pitch, spoken digit strings of
-1-7 words ("zero" and "oh" both for 0). Voices are balanced (no engine or voice dominates);
-training speakers are changed (pitch, formants, tempo) and recorded through random channels
-(rooms, microphones, telephone lines, codecs, noise, levels). Whole talkers are held out: the
-test set is spoken by voices never heard in training (--test-talkers, and a fifth of eSpeak
-NG's variants), recorded through channels but with their own voices unchanged. Dev speakers
-use training voices.
+Synthetic (OUT/synth/{train,dev,test,test_clean}): each speaker is a voice (eSpeak NG, flite,
+festival, Piper: see recipes/utils/synth/voices.py) with its own rate and pitch, spoken digit
+strings of 1-7 words ("zero" and "oh" both for 0). Voices are balanced (no engine or voice
+dominates); training speakers are changed (pitch, formants, tempo) and recorded through random
+channels (rooms, microphones, telephone lines, codecs, noise, levels). Whole talkers are held
+out: the test set is spoken by voices never heard in training (--test-talkers, and a fifth of
+eSpeak NG's variants), recorded through channels but with their own voices unchanged; test_clean
+is the same test utterances without channels. Dev speakers use training voices.
 
 Real (OUT/fsdd/SPEAKER/{train,dev,test}), for each of jackson, nicolas, yweweler and lucas:
   test   clean: all 500 isolated takes + --fsdd-test-strings (150) strings joined from them
   dev    clean: takes 0-4 of each digit (FSDD's own test split) + --fsdd-dev-strings (30)
   train  augmented: takes 5-49, isolated and joined into --fsdd-train-strings (250) strings, spread
-         over --fsdd-virtual-speakers perturbed voices, each with its own channel
+         over --fsdd-virtual-speakers perturbed voices, each with its own channel; each take
+         and string is rendered --fsdd-copies times, by as many different ones
 so a leave-one-speaker-out fold "test on S" trains on the other three's train parts (and the
 synthetic train) and tests on S's test part. FSDD says "zero", never "oh".
 
@@ -50,6 +51,7 @@ from synth.speakers import (  # noqa: E402
     split_voices,
     tts_specs,
     voice_groups,
+    without_channels,
 )
 
 DIGITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
@@ -72,9 +74,10 @@ def words_of(digits: list[int], rng: np.random.Generator, allow_oh: bool = True)
 # ----------------------------------------------------------------------------- FSDD
 
 def fsdd_specs(speaker: str, part: str, takes: list[fsdd.Take], num_strings: int, seed: int,
-               banks: dict, virtual: int = 1) -> list[dict]:
+               banks: dict, virtual: int = 1, copies: int = 1) -> list[dict]:
     """Isolated takes and joined strings of one FSDD speaker; ``part`` train is augmented and
-    spread over ``virtual`` perturbed speakers, dev and test are clean."""
+    spread over ``virtual`` perturbed speakers (each item rendered ``copies`` times, by as
+    many different ones), dev and test are clean."""
     rng = np.random.default_rng(seed_of(seed, speaker, part))
     by_digit = collections.defaultdict(list)
     for t in takes:
@@ -93,12 +96,18 @@ def fsdd_specs(speaker: str, part: str, takes: list[fsdd.Take], num_strings: int
                       f"str-{k:04d}"))
     specs = []
     for i, (chosen, name) in enumerate(items):
-        spk, speaker_change, channel = voices_[i % len(voices_)]
-        specs.append({"utt": f"{spk}-{name}", "spk": spk,
-                      "words": [DIGITS[t.digit] for t in chosen],
-                      "seed": seed_of(seed, speaker, part, name),
-                      "source": {"kind": "fsdd", "takes": [rel[t] for t in chosen]},
-                      "speaker": speaker_change, "channel": channel})
+        # copy 0 keeps the one-copy assignment (and so its cached renders); further copies go
+        # to other virtual speakers, drawn per item
+        others = [k for k in range(len(voices_)) if k != i % len(voices_)]
+        extra = rng.permutation(others)[:copies - 1] if copies > 1 else []
+        for c, k in enumerate([i % len(voices_), *extra]):
+            spk, speaker_change, channel = voices_[int(k)]
+            tag = f"{name}-c{c}" if c else name
+            specs.append({"utt": f"{spk}-{tag}", "spk": spk,
+                          "words": [DIGITS[t.digit] for t in chosen],
+                          "seed": seed_of(seed, speaker, part, tag),
+                          "source": {"kind": "fsdd", "takes": [rel[t] for t in chosen]},
+                          "speaker": speaker_change, "channel": channel})
     return specs
 
 
@@ -161,6 +170,9 @@ def main(argv=None) -> int:
     p.add_argument("--fsdd-test-strings", type=int, default=None,
                    help="... in test (default 3 x --fsdd-takes)")
     p.add_argument("--fsdd-virtual-speakers", type=int, default=6)
+    p.add_argument("--fsdd-copies", type=int, default=1,
+                   help="renderings of each training take and string, by different virtual "
+                        "speakers (at most --fsdd-virtual-speakers)")
     p.add_argument("--test-speaker", default="lucas",
                    help="FSDD speaker held out in the default fold, or 'none'")
     p.add_argument("--jobs", type=int, default=2, help="rendering processes")
@@ -169,7 +181,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     for opt in ("train_speakers", "dev_speakers", "test_speakers", "utts_per_speaker", "jobs",
-                "fsdd_virtual_speakers", "fsdd_takes"):
+                "fsdd_virtual_speakers", "fsdd_copies", "fsdd_takes"):
         if getattr(args, opt) < 1:
             p.error(f"--{opt.replace('_', '-')} must be at least 1")
     speakers = [s for s in args.fsdd_speakers.split(",") if s]
@@ -178,6 +190,8 @@ def main(argv=None) -> int:
         p.error(f"--fsdd-speakers: {', '.join(bad)} not used (only {', '.join(fsdd.SPEAKERS)})")
     if args.test_speaker != "none" and args.test_speaker not in speakers:
         p.error(f"--test-speaker {args.test_speaker}: not among --fsdd-speakers")
+    if args.fsdd_copies > args.fsdd_virtual_speakers:
+        p.error("--fsdd-copies: at most --fsdd-virtual-speakers")
     if args.fsdd_takes > 50:
         p.error("--fsdd-takes: FSDD has 50 takes of each digit")
     for opt, per_take in (("train", 5.0), ("dev", 0.6), ("test", 3.0)):
@@ -216,6 +230,10 @@ def main(argv=None) -> int:
             ("test", "te", test_groups, args.test_speakers, args.seed + 1, False)):
         parts[f"synth/{part}"], info[f"synth/{part}"] = tts_specs(
             prefix, groups, n, args.utts_per_speaker, seed, banks, perturb, digits)
+    # the test voices as they spoke, no channel: what the unheard voices cost apart from the
+    # rooms, lines and noise
+    parts["synth/test_clean"], info["synth/test_clean"] = without_channels(
+        parts["synth/test"], info["synth/test"])
     all_takes = [t for t in fsdd.takes(root, speakers) if t.take < args.fsdd_takes]
     dev_takes = max(1, args.fsdd_takes // 10)  # 5 of 50: FSDD's own test split, takes 0-4
     for spk in speakers:
@@ -227,7 +245,8 @@ def main(argv=None) -> int:
         parts[f"fsdd/{spk}/dev"] = fsdd_specs(spk, "dev", held, args.fsdd_dev_strings,
                                               args.seed, banks)
         parts[f"fsdd/{spk}/train"] = fsdd_specs(spk, "train", rest, args.fsdd_train_strings,
-                                                args.seed, banks, args.fsdd_virtual_speakers)
+                                                args.seed, banks, args.fsdd_virtual_speakers,
+                                                args.fsdd_copies)
     with corpus.Renderer(cache, banks, jobs=args.jobs, fsdd_root=root, log=log) as renderer:
         for name, specs in parts.items():
             folder = renderer.part(name.replace("/", "_"), specs)

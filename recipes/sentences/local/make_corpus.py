@@ -46,7 +46,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "utils"))
 from grammar import Grammar  # noqa: E402
 from synth import corpus, voices  # noqa: E402
-from synth.speakers import split_voices, tts_specs, voice_groups  # noqa: E402
+from synth.speakers import split_voices, tts_specs, voice_groups, without_channels  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -125,10 +125,7 @@ def main(argv=None) -> int:
                                             {"speakers.txt": lines})
         # the same test utterances as the voices spoke them, no channel: what the unheard
         # voices cost apart from what the rooms, lines and noise cost
-        specs, lines = made["test"]
-        clean = [dict(spec, channel=None) for spec in specs]
-        lines = [" ".join(f if not f.startswith("channel=") else "channel=clean"
-                          for f in line.split()) for line in lines]
+        clean, lines = without_channels(*made["test"])
         folder = renderer.part("sentences_test_clean", clean)
         counts["test_clean"] = corpus.copy_part(folder, os.path.join(args.out, "test_clean"),
                                                 {"speakers.txt": lines})

@@ -100,3 +100,12 @@ def tts_specs(prefix: str, groups: list[list[Voice]], num_speakers: int, utts: i
                                      "prosody": jitter(prosody, urng)},
                           "speaker": change, "channel": channel, "pron": pron})
     return specs, lines
+
+
+def without_channels(specs: list[dict], lines: list[str]) -> tuple[list[dict], list[str]]:
+    """The same utterances as the voices spoke them, no room, line or noise (a test set's
+    ``test_clean`` twin): ``tts_specs``' ``(specs, lines)`` with every channel dropped."""
+    clean = [dict(spec, channel=None) for spec in specs]
+    lines = [" ".join("channel=clean" if f.startswith("channel=") else f for f in line.split())
+             for line in lines]
+    return clean, lines
