@@ -6,7 +6,7 @@
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
 #       [--train-speakers N] [--finetune-speakers N] [--loso-speakers N] [--dev-speakers N]
 #       [--test-speakers N] [--utts-per-speaker N] [--fsdd-takes N] [--fsdd-virtual-speakers N]
-#       [--fsdd-copies N] (data options: local/make_corpus.py --help)
+#       [--fsdd-copies N] [--fsdd-perturbation X] (data options: local/make_corpus.py --help)
 #       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--nj N] [--mpi N] [--resume]
 #       [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
@@ -21,7 +21,8 @@
 #   4 train     the shipped model: from exp/synth, on the first --finetune-speakers synthetic
 #               speakers + all four real speakers
 #   5 graph     TLG for a digit loop and for the 3-gram LM (asrkit graph build)
-#   6 decode    word insertion penalty tuned on dev; synthetic test voices never heard in training
+#   6 decode    word insertion penalty tuned on dev; synthetic test voices never heard in training,
+#               through channels (synth_test) and as they spoke (synth_test_clean)
 #   7 loso      leave-one-speaker-out: for each real speaker, a model trained as the shipped
 #               one but without them (and on the first --loso-speakers synthetic speakers), tested
 #               on all their recordings (isolated digits and strings)
@@ -53,6 +54,7 @@ utts_per_speaker=20
 fsdd_takes=50     # FSDD takes of each digit to use (fewer for quick runs)
 fsdd_virtual_speakers=12  # perturbed voices (and channels) each real speaker's training takes
 fsdd_copies=3     # are spread over; each take and string is rendered by this many of them
+fsdd_perturbation=0.5     # how far their voices are changed (0: not at all, 1: as synthetic ones)
 pretrain_epochs=12
 epochs=6
 loso_epochs=6     # each leave-one-speaker-out model (from exp/synth, as the shipped one)
@@ -80,7 +82,8 @@ stage_data() {
     --dev-speakers "$dev_speakers" --test-speakers "$test_speakers" \
     --utts-per-speaker "$utts_per_speaker" --test-speaker none --jobs "$nj" \
     --fsdd-takes "$fsdd_takes" --fsdd-virtual-speakers "$fsdd_virtual_speakers" \
-    --fsdd-copies "$fsdd_copies" ${fsdd:+--fsdd "$fsdd"} || return
+    --fsdd-copies "$fsdd_copies" --fsdd-perturbation "$fsdd_perturbation" \
+    ${fsdd:+--fsdd "$fsdd"} || return
 }
 
 feature_parts() {  # the data dirs stage 0 made, as NAME=DIR (NAME names its features)

@@ -177,6 +177,21 @@ def _table(path):
         return dict((line.rstrip("\n").split(" ", 1) + [""])[:2] for line in f)
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--fsdd-perturbation", "nan"], "--fsdd-perturbation: from 0 to 2 (got nan)"),
+    (["--fsdd-perturbation", "-0.5"], "--fsdd-perturbation: from 0 to 2 (got -0.5)"),
+    (["--fsdd-copies", "7", "--fsdd-virtual-speakers", "6"],
+     "--fsdd-copies: at most --fsdd-virtual-speakers"),
+    (["--fsdd-copies", "0"], "--fsdd-copies must be at least 1"),
+])
+def test_digits_corpus_options_are_checked(tmp_path, args, message):
+    script = os.path.join(REPO, "recipes", "digits", "local", "make_corpus.py")
+    r = subprocess.run([sys.executable, script, str(tmp_path / "data"), *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].endswith(message), r.stderr
+    assert not (tmp_path / "data").exists()
+
+
 @pytest.mark.recipe
 @pytest.mark.skipif(not os.path.isdir(SHARED_FSDD), reason="no shared FSDD copy")
 def test_digits_data_stage_makes_leave_one_speaker_out_parts(tmp_path):

@@ -15,8 +15,8 @@ Real (OUT/fsdd/SPEAKER/{train,dev,test}), for each of jackson, nicolas, yweweler
   test   clean: all 500 isolated takes + --fsdd-test-strings (150) strings joined from them
   dev    clean: takes 0-4 of each digit (FSDD's own test split) + --fsdd-dev-strings (30)
   train  augmented: takes 5-49, isolated and joined into --fsdd-train-strings (250) strings, spread
-         over --fsdd-virtual-speakers perturbed voices, each with its own channel; each take
-         and string is rendered --fsdd-copies times, by as many different ones
+         over --fsdd-virtual-speakers voices (changed by --fsdd-perturbation), each with its
+         own channel; each take and string is rendered --fsdd-copies times, by as many of them
 so a leave-one-speaker-out fold "test on S" trains on the other three's train parts (and the
 synthetic train) and tests on S's test part. FSDD says "zero", never "oh".
 
@@ -74,17 +74,18 @@ def words_of(digits: list[int], rng: np.random.Generator, allow_oh: bool = True)
 # ----------------------------------------------------------------------------- FSDD
 
 def fsdd_specs(speaker: str, part: str, takes: list[fsdd.Take], num_strings: int, seed: int,
-               banks: dict, virtual: int = 1, copies: int = 1) -> list[dict]:
+               banks: dict, virtual: int = 1, copies: int = 1,
+               strength: float = 0.5) -> list[dict]:
     """Isolated takes and joined strings of one FSDD speaker; ``part`` train is augmented and
-    spread over ``virtual`` perturbed speakers (each item rendered ``copies`` times, by as
-    many different ones), dev and test are clean."""
+    spread over ``virtual`` speakers perturbed with ``strength`` (``augment.draw_speaker``),
+    each item rendered ``copies`` times by as many different ones; dev and test are clean."""
     rng = np.random.default_rng(seed_of(seed, speaker, part))
     by_digit = collections.defaultdict(list)
     for t in takes:
         by_digit[t.digit].append(t)
     rel = {t: os.path.relpath(t.path, os.path.dirname(os.path.dirname(t.path))) for t in takes}
     if part == "train":
-        voices_ = [(f"fsdd-{speaker}-v{k}", augment.draw_speaker(rng, strength=0.8)
+        voices_ = [(f"fsdd-{speaker}-v{k}", augment.draw_speaker(rng, strength=strength)
                     if k else None, augment.draw_channel(rng, banks["rirs"]))
                    for k in range(virtual)]
     else:
@@ -170,6 +171,9 @@ def main(argv=None) -> int:
     p.add_argument("--fsdd-test-strings", type=int, default=None,
                    help="... in test (default 3 x --fsdd-takes)")
     p.add_argument("--fsdd-virtual-speakers", type=int, default=6)
+    p.add_argument("--fsdd-perturbation", type=float, default=0.5,
+                   help="strength of the virtual speakers' voice change (pitch, formants, "
+                        "tempo; 0: none, 1: as the synthetic speakers')")
     p.add_argument("--fsdd-copies", type=int, default=1,
                    help="renderings of each training take and string, by different virtual "
                         "speakers (at most --fsdd-virtual-speakers)")
@@ -190,6 +194,8 @@ def main(argv=None) -> int:
         p.error(f"--fsdd-speakers: {', '.join(bad)} not used (only {', '.join(fsdd.SPEAKERS)})")
     if args.test_speaker != "none" and args.test_speaker not in speakers:
         p.error(f"--test-speaker {args.test_speaker}: not among --fsdd-speakers")
+    if not 0 <= args.fsdd_perturbation <= 2:  # NaN fails too
+        p.error(f"--fsdd-perturbation: from 0 to 2 (got {args.fsdd_perturbation})")
     if args.fsdd_copies > args.fsdd_virtual_speakers:
         p.error("--fsdd-copies: at most --fsdd-virtual-speakers")
     if args.fsdd_takes > 50:
@@ -246,7 +252,7 @@ def main(argv=None) -> int:
                                               args.seed, banks)
         parts[f"fsdd/{spk}/train"] = fsdd_specs(spk, "train", rest, args.fsdd_train_strings,
                                                 args.seed, banks, args.fsdd_virtual_speakers,
-                                                args.fsdd_copies)
+                                                args.fsdd_copies, args.fsdd_perturbation)
     with corpus.Renderer(cache, banks, jobs=args.jobs, fsdd_root=root, log=log) as renderer:
         for name, specs in parts.items():
             folder = renderer.part(name.replace("/", "_"), specs)
