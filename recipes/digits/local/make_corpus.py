@@ -99,10 +99,13 @@ def fsdd_specs(speaker: str, part: str, takes: list[fsdd.Take], num_strings: int
     for i, (chosen, name) in enumerate(items):
         # copy 0 keeps the one-copy assignment (and so its cached renders); further copies go
         # to other virtual speakers, drawn per item
-        others = [k for k in range(len(voices_)) if k != i % len(voices_)]
-        extra = rng.permutation(others)[:copies - 1] if copies > 1 else []
-        for c, k in enumerate([i % len(voices_), *extra]):
-            spk, speaker_change, channel = voices_[int(k)]
+        first = i % len(voices_)
+        chosen_voices = [first]
+        if copies > 1:
+            others = [k for k in range(len(voices_)) if k != first]
+            chosen_voices += [int(k) for k in rng.permutation(others)[:copies - 1]]
+        for c, k in enumerate(chosen_voices):
+            spk, speaker_change, channel = voices_[k]
             tag = f"{name}-c{c}" if c else name
             specs.append({"utt": f"{spk}-{tag}", "spk": spk,
                           "words": [DIGITS[t.digit] for t in chosen],
