@@ -6,7 +6,8 @@
 #   recipes/digits/run.sh [--stage N] [--stop-stage M] [--fsdd DIR] [--no-prepare] [--no-loso]
 #       [--train-speakers N] [--finetune-speakers N] [--loso-speakers N] [--dev-speakers N]
 #       [--test-speakers N] [--utts-per-speaker N] [--fsdd-takes N] [--fsdd-virtual-speakers N]
-#       [--fsdd-copies N] [--fsdd-perturbation X] (data options: local/make_corpus.py --help)
+#       [--fsdd-copies N] [--fsdd-perturbation X] [--fsdd-trim P] (data options:
+#       local/make_corpus.py --help)
 #       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--nj N] [--mpi N] [--resume]
 #       [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
 #
@@ -55,6 +56,7 @@ fsdd_takes=50     # FSDD takes of each digit to use (fewer for quick runs)
 fsdd_virtual_speakers=12  # perturbed voices (and channels) each real speaker's training takes
 fsdd_copies=3     # are spread over; each take and string is rendered by this many of them
 fsdd_perturbation=0.5     # how far their voices are changed (0: not at all, 1: as synthetic ones)
+fsdd_trim=0.5     # share of their takes' ends cut at the speech, quiet /s/ and all, as FSDD cut some
 pretrain_epochs=12
 epochs=6
 loso_epochs=6     # each leave-one-speaker-out model (from exp/synth, as the shipped one)
@@ -83,6 +85,7 @@ stage_data() {
     --utts-per-speaker "$utts_per_speaker" --test-speaker none --jobs "$nj" \
     --fsdd-takes "$fsdd_takes" --fsdd-virtual-speakers "$fsdd_virtual_speakers" \
     --fsdd-copies "$fsdd_copies" --fsdd-perturbation "$fsdd_perturbation" \
+    --fsdd-trim "$fsdd_trim" \
     ${fsdd:+--fsdd "$fsdd"} || return
 }
 

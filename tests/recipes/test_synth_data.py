@@ -20,7 +20,7 @@ import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "recipes", "utils"))
-from synth import corpus, fsdd  # noqa: E402
+from synth import augment, corpus, fsdd  # noqa: E402
 
 SHARED_FSDD = os.path.join(REPO, "..", "shared", "corpora", "fsdd-4spk")
 BIN = os.path.dirname(sys.executable)
@@ -170,6 +170,32 @@ def test_fsdd_string_joins_takes_over_a_noise_floor():
     assert 4000 + 0.2 * sr <= len(padded) <= 4000 + 1.2 * sr
 
 
+
+def test_trim_to_speech_cuts_where_an_isolated_word_corpus_would_quiet_consonants_included():
+    sr = 8000
+    noise = np.random.default_rng(0)
+    x = noise.normal(0, 1, 12000).astype(np.float32)  # 0.25 s floor, 0.125 s /s/, 0.5 s vowel
+    x[2000:3000] += noise.normal(0, 100, 1000).astype(np.float32)  # 26.5 dB under the vowel
+    x[3000:7000] += (3000 * np.sin(np.arange(4000) * 0.4)).astype(np.float32)
+    kept_s, lengths = 0, set()
+    for seed in range(200):
+        y = augment.trim_to_speech(x, sr, np.random.default_rng(seed), share=1.0)
+        start = int(np.flatnonzero(x == y[0])[0])  # where y was cut from x
+        np.testing.assert_array_equal(y, x[start:start + len(y)])
+        # the floor always goes (up to 10 ms kept), the vowel always stays; the /s/ goes when
+        # the level drawn (15-35 dB under the loudest frame) is above it: about 40% of the time
+        assert 2000 - 80 <= start <= 3000 and 7000 <= start + len(y) <= 7040 + 80
+        kept_s += start < 2500
+        lengths.add(len(y))
+    assert 0.3 * 200 < kept_s < 0.55 * 200 and len(lengths) > 20
+    # each end is cut with probability share: never at 0, about half the time at 0.5
+    assert all(augment.trim_to_speech(x, sr, np.random.default_rng(s), 0.0) is x
+               for s in range(20))
+    ends = [augment.trim_to_speech(x, sr, np.random.default_rng(s), 0.5) for s in range(400)]
+    cut_start = np.mean([len(y) < len(x) and y[0] != x[0] for y in ends])
+    cut_end = np.mean([y[-1] != x[-1] for y in ends])
+    assert 0.4 < cut_start < 0.6 and 0.4 < cut_end < 0.6
+
 # ----------------------------------------------------------------------------- data stage
 
 def _table(path):
@@ -183,6 +209,8 @@ def _table(path):
     (["--fsdd-copies", "7", "--fsdd-virtual-speakers", "6"],
      "--fsdd-copies: at most --fsdd-virtual-speakers"),
     (["--fsdd-copies", "0"], "--fsdd-copies must be at least 1"),
+    (["--fsdd-trim", "nan"], "--fsdd-trim: a share from 0 to 1 (got nan)"),
+    (["--fsdd-trim", "1.5"], "--fsdd-trim: a share from 0 to 1 (got 1.5)"),
 ])
 def test_digits_corpus_options_are_checked(tmp_path, args, message):
     script = os.path.join(REPO, "recipes", "digits", "local", "make_corpus.py")

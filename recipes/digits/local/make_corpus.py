@@ -16,7 +16,9 @@ Real (OUT/fsdd/SPEAKER/{train,dev,test}), for each of jackson, nicolas, yweweler
   dev    clean: takes 0-4 of each digit (FSDD's own test split) + --fsdd-dev-strings (30)
   train  augmented: takes 5-49, isolated and joined into --fsdd-train-strings (250) strings, spread
          over --fsdd-virtual-speakers voices (changed by --fsdd-perturbation), each with its
-         own channel; each take and string is rendered --fsdd-copies times, by as many of them
+         own channel; each take and string is rendered --fsdd-copies times, by as many of them;
+         --fsdd-trim of the changed voices' take ends are cut at the speech with a random
+         threshold, quiet consonants and all, as FSDD's own trimming cut some speakers' /s/
 so a leave-one-speaker-out fold "test on S" trains on the other three's train parts (and the
 synthetic train) and tests on S's test part. FSDD says "zero", never "oh".
 
@@ -75,7 +77,7 @@ def words_of(digits: list[int], rng: np.random.Generator, allow_oh: bool = True)
 
 def fsdd_specs(speaker: str, part: str, takes: list[fsdd.Take], num_strings: int, seed: int,
                banks: dict, virtual: int = 1, copies: int = 1,
-               strength: float = 0.5) -> list[dict]:
+               strength: float = 0.5, trim: float = 0.0) -> list[dict]:
     """Isolated takes and joined strings of one FSDD speaker; ``part`` train is augmented and
     spread over ``virtual`` speakers perturbed with ``strength`` (``augment.draw_speaker``),
     each item rendered ``copies`` times by as many different ones; dev and test are clean."""
@@ -110,7 +112,8 @@ def fsdd_specs(speaker: str, part: str, takes: list[fsdd.Take], num_strings: int
             specs.append({"utt": f"{spk}-{tag}", "spk": spk,
                           "words": [DIGITS[t.digit] for t in chosen],
                           "seed": seed_of(seed, speaker, part, tag),
-                          "source": {"kind": "fsdd", "takes": [rel[t] for t in chosen]},
+                          "source": {"kind": "fsdd", "takes": [rel[t] for t in chosen],
+                                     **({"trim": trim} if trim and speaker_change else {})},
                           "speaker": speaker_change, "channel": channel})
     return specs
 
@@ -177,6 +180,9 @@ def main(argv=None) -> int:
     p.add_argument("--fsdd-perturbation", type=float, default=0.5,
                    help="strength of the virtual speakers' voice change (pitch, formants, "
                         "tempo; 0: none, 1: as the synthetic speakers')")
+    p.add_argument("--fsdd-trim", type=float, default=0.5, metavar="P",
+                   help="share of the perturbed training takes' ends cut at the speech (quiet "
+                        "consonants and all), as an isolated-word corpus trims its takes")
     p.add_argument("--fsdd-copies", type=int, default=1,
                    help="renderings of each training take and string, by different virtual "
                         "speakers (at most --fsdd-virtual-speakers)")
@@ -199,6 +205,8 @@ def main(argv=None) -> int:
         p.error(f"--test-speaker {args.test_speaker}: not among --fsdd-speakers")
     if not 0 <= args.fsdd_perturbation <= 2:  # NaN fails too
         p.error(f"--fsdd-perturbation: from 0 to 2 (got {args.fsdd_perturbation})")
+    if not 0 <= args.fsdd_trim <= 1:
+        p.error(f"--fsdd-trim: a share from 0 to 1 (got {args.fsdd_trim})")
     if args.fsdd_copies > args.fsdd_virtual_speakers:
         p.error("--fsdd-copies: at most --fsdd-virtual-speakers")
     if args.fsdd_takes > 50:
@@ -255,7 +263,8 @@ def main(argv=None) -> int:
                                               args.seed, banks)
         parts[f"fsdd/{spk}/train"] = fsdd_specs(spk, "train", rest, args.fsdd_train_strings,
                                                 args.seed, banks, args.fsdd_virtual_speakers,
-                                                args.fsdd_copies, args.fsdd_perturbation)
+                                                args.fsdd_copies, args.fsdd_perturbation,
+                                                args.fsdd_trim)
     with corpus.Renderer(cache, banks, jobs=args.jobs, fsdd_root=root, log=log) as renderer:
         for name, specs in parts.items():
             folder = renderer.part(name.replace("/", "_"), specs)

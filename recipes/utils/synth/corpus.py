@@ -153,6 +153,8 @@ def _source_audio(spec: dict, speech) -> tuple[np.ndarray, int]:
     takes = []
     for rel in spec["source"]["takes"]:
         x, sr = sf.read(os.path.join(_ctx["fsdd"], rel), dtype="float32")
+        if spec["source"].get("trim"):
+            x = augment.trim_to_speech(x, sr, rng, spec["source"]["trim"])
         takes.append(resample(x * 32768.0, sr, SAMPLE_RATE))
     # augmented isolated takes get silence around them half of the time, as users leave it
     pad = spec.get("channel") is not None and rng.random() < 0.5
