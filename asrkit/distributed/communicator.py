@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 
@@ -167,6 +168,9 @@ class MPICommunicator(Communicator):
 
     def abort(self, message, code=1):
         print(message, file=sys.stderr, flush=True)
+        # mpiexec kills every rank at Abort, the forwarder of this rank's stderr too: give it
+        # a moment to pass the message on (CI once lost it whole)
+        time.sleep(0.5)
         self.comm.Abort(code)
 
 
