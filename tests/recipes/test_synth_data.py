@@ -170,7 +170,6 @@ def test_fsdd_string_joins_takes_over_a_noise_floor():
     assert 4000 + 0.2 * sr <= len(padded) <= 4000 + 1.2 * sr
 
 
-
 def test_trim_to_speech_cuts_where_an_isolated_word_corpus_would_quiet_consonants_included():
     sr = 8000
     noise = np.random.default_rng(0)
@@ -195,6 +194,7 @@ def test_trim_to_speech_cuts_where_an_isolated_word_corpus_would_quiet_consonant
     cut_start = np.mean([len(y) < len(x) and y[0] != x[0] for y in ends])
     cut_end = np.mean([y[-1] != x[-1] for y in ends])
     assert 0.4 < cut_start < 0.6 and 0.4 < cut_end < 0.6
+
 
 # ----------------------------------------------------------------------------- data stage
 

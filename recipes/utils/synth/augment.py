@@ -173,6 +173,13 @@ def record(audio: np.ndarray, channel: dict, rng: np.random.Generator,
     return np.clip(np.round(audio), -32768, 32767).astype(np.int16)
 
 
+def frame_power(audio: np.ndarray, frame: int) -> np.ndarray:
+    """Mean square of each whole ``frame``-sample frame of ``audio`` ``[n]``: float64
+    ``[n // frame]``."""
+    n = len(audio) // frame
+    return np.mean(audio[:n * frame].astype(np.float64).reshape(n, frame) ** 2, axis=1)
+
+
 def trim_to_speech(audio: np.ndarray, sr: int, rng: np.random.Generator,
                    share: float) -> np.ndarray:
     """Cut each end of ``audio`` (float ``[n]`` at ``sr``) with probability ``share`` where its
@@ -180,19 +187,17 @@ def trim_to_speech(audio: np.ndarray, sr: int, rng: np.random.Generator,
     keeping 0-10 ms more: an isolated-word corpus's silence trimming, which takes quiet
     consonants (a word's /s/, /f/, /th/) with it. Returns a view of ``audio``."""
     frame = sr // 100
-    n = len(audio) // frame
     cut = rng.random(2) < share
-    if n < 3 or not cut.any():
+    if len(audio) < 3 * frame or not cut.any():
         return audio
-    energy = np.mean(audio[:n * frame].astype(np.float64).reshape(n, frame) ** 2, axis=1)
-    first, last = 0, len(audio)
-    if cut[0]:
+    energy = frame_power(audio, frame)
+    bounds = [0, len(audio)]
+    for end in np.flatnonzero(cut):  # start, then end: the draws' order fixes cached renders
         loud = np.flatnonzero(energy > energy.max() * 10 ** (-rng.uniform(15, 35) / 10))
-        first = max(int(loud[0]) * frame - int(rng.uniform(0, 0.01) * sr), 0)
-    if cut[1]:
-        loud = np.flatnonzero(energy > energy.max() * 10 ** (-rng.uniform(15, 35) / 10))
-        last = min((int(loud[-1]) + 1) * frame + int(rng.uniform(0, 0.01) * sr), len(audio))
-    return audio[first:max(last, first + frame)]
+        keep = int(rng.uniform(0, 0.01) * sr)
+        bounds[end] = max(int(loud[0]) * frame - keep, 0) if end == 0 else \
+            min((int(loud[-1]) + 1) * frame + keep, len(audio))
+    return audio[bounds[0]:max(bounds[1], bounds[0] + frame)]
 
 
 def rir_bank(count: int, seed: int) -> list[np.ndarray]:

@@ -117,10 +117,10 @@ def _fade(x: np.ndarray, n: int) -> np.ndarray:
 def _floor_level(x: np.ndarray, frame: int = 160) -> float:
     """RMS of the quietest 10 ms frame (the recording's own noise floor: FSDD takes are cut
     close to the speech, so even their quieter frames are mostly speech)."""
-    frames = x[: len(x) // frame * frame].reshape(-1, frame).astype(np.float64)
-    if len(frames) == 0:
+    power = augment.frame_power(x, frame)
+    if len(power) == 0:
         return 1.0
-    return float(max(np.sqrt(np.mean(frames ** 2, axis=1)).min(), 0.5))
+    return float(max(np.sqrt(power).min(), 0.5))
 
 
 def fsdd_string(takes: list[np.ndarray], rng: np.random.Generator,
