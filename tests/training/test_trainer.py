@@ -204,6 +204,16 @@ def test_init_starts_from_a_pretrained_models_parameters(tmp_path):
                     train={"init": f"{first}/final.mdl"})
     with pytest.raises(RuntimeError, match=r"first/final.mdl: its \[network\] differs"):
         Trainer(other, log=lambda m: None)
+    # another seed and dropout shape no parameter: fine-tuning may change them
+    tuned = _config(data, tokens, str(tmp_path / "fourth"),
+                    network={"seed": 7, "layers": [{"type": "blstm", "hidden": 16,
+                                                    "dropout": 0.3}]},
+                    train={"init": f"{first}/final.mdl", "epochs": 1})
+    t = Trainer(tuned, log=lambda m: None)
+    for k, v in t.model.state_dict().items():
+        np.testing.assert_array_equal(v, pre[k], err_msg=k)
+    t.train()
+    assert load(str(tmp_path / "fourth" / "final.mdl")).network["layers"][0]["dropout"] == 0.3
 
 
 def test_a_checkpoint_of_an_older_asrkit_is_refused_with_the_way_out(tmp_path):
