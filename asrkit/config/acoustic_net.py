@@ -46,7 +46,7 @@ from asrkit.utils.memory import format_bytes, memory_limit_bytes
 
 __all__ = ["ACTIVATIONS", "LAYER_KEYS", "ConfigError", "Network", "build_network",
            "check_interval", "check_parameter_memory", "output_lengths", "parameter_shapes",
-           "parse_network"]
+           "parse_network", "without_training_keys"]
 
 # layer type -> its keys (``asrkit.layers.spec.Key``)
 LAYER_KEYS = {kind: cls.KEYS for kind, cls in NETWORK_LAYERS.items()}
@@ -54,6 +54,16 @@ NETWORK_KEYS = {"stack_frames": (int, 1), "subsample_frames": (int, 1), "seed": 
                 "layers": (list, None)}
 MAX_LAYERS = 1000            # [[network.layers]] tables
 MAX_SEED = 2**63 - 1
+
+
+def without_training_keys(network: dict) -> dict:
+    """A ``parse_network`` description without what acts only in training: its seed and each
+    layer's ``TRAINING_KEYS`` (dropout). Networks equal in it have the same parameters and
+    evaluate the same way, so a run may start from a model of the other (``[train] init``)."""
+    layers = [{k: v for k, v in layer.items()
+               if k not in getattr(NETWORK_LAYERS.get(layer.get("type")), "TRAINING_KEYS", ())}
+              for layer in network.get("layers", [])]
+    return {**{k: v for k, v in network.items() if k != "seed"}, "layers": layers}
 
 
 def parse_network(section: dict, path: str = "<config>") -> dict:

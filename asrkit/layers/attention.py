@@ -74,6 +74,7 @@ class _Encoder(Layer):
             "num_layers": Key(int, 1, min=1, max=MAX_NUM_LAYERS),
             "dropout": Key(float, 0.0, interval="[0, 1)")}
     SIZE_KEYS = ("dim", "ff_dim")
+    TRAINING_KEYS = ("dropout",)
 
     def __init__(self, dim: int, heads: int = 4, ff_dim: int = 0, num_layers: int = 1,
                  dropout: float = 0.0, name: str = ""):

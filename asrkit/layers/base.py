@@ -59,6 +59,9 @@ class Layer:
     KEYS: dict[str, Key] = {}
     #: the keys that set its size (a network too big for memory names the largest)
     SIZE_KEYS: tuple[str, ...] = ()
+    #: the keys that act only in training (dropout): a run may start from a model that differs
+    #: in them (``asrkit.config.acoustic_net.without_training_keys``)
+    TRAINING_KEYS: tuple[str, ...] = ()
 
     def __init__(self, name: str = ""):
         self.name = name or type(self).__name__.lower()

@@ -130,6 +130,7 @@ class Dropout(Layer):
     """
 
     KEYS = {"rate": Key(float, interval="[0, 1)")}
+    TRAINING_KEYS = ("rate",)
 
     def __init__(self, rate: float = 0.5, name: str = ""):
         super().__init__(name or "dropout")

@@ -30,6 +30,7 @@ class LSTM(Layer):
     KEYS = {"hidden": Key(int, min=1), "num_layers": Key(int, 1, min=1, max=MAX_NUM_LAYERS),
             "proj": Key(int, 0), "dropout": Key(float, 0.0, interval="[0, 1)")}
     SIZE_KEYS = ("hidden", "proj")
+    TRAINING_KEYS = ("dropout",)
 
     def __init__(self, hidden_dim: int, num_layers: int = 1, bidirectional: bool = False,
                  proj_dim: int | None = None, dropout: float = 0.0, name: str = ""):

@@ -40,7 +40,7 @@ import sys
 
 import numpy as np
 
-from asrkit.config.acoustic_net import output_lengths
+from asrkit.config.acoustic_net import output_lengths, without_training_keys
 from asrkit.distributed import BlockMomentum, Communicator, OneBitAggregator, get_communicator
 from asrkit.graph import Executor, evaluate, forward_backward, get_plan
 from asrkit.io.tokens import TokenTable
@@ -68,28 +68,19 @@ def _seed(*parts: int) -> int:
     return int(np.random.SeedSequence([int(p) & 0xFFFFFFFF for p in parts]).generate_state(1)[0])
 
 
-def _parameter_shaping(network: dict) -> dict:
-    """``network`` (a ``[network]`` table) without what leaves its parameters as they are: the
-    seed and each layer's dropout, which a run starting from a model may change (fine-tuning
-    with other regularisation, as icefall and ESPnet allow)."""
-    layers = [{k: v for k, v in layer.items() if k != "dropout"}
-              for layer in network.get("layers", [])]
-    return {**{k: v for k, v in network.items() if k != "seed"}, "layers": layers}
-
-
 def initial_parameters(path: str, network: dict, input_dim: int, tokens: list[str],
                        blank: int, target_shapes: dict | None = None,
                        transducer: bool = False) -> tuple[dict, bool]:
     """``({name: array}, complete)`` of the model file ``path`` (``[train] init``).
 
     A model of the run's own kind (CTC/frame-level or transducer) must have the run's network
-    (its seed and layers' dropout may differ), input dimension, tokens and blank, and gives
-    every parameter (``complete``). A CTC model starting a transducer run (or the reverse)
-    gives its encoder, as icefall starts a transducer from a CTC model: every parameter but the
-    output layer (and the prediction network and joiner), each of which must exist in
-    ``target_shapes`` (``{name: shape}`` of the run's model) with the same shape; the rest
-    starts fresh (``complete`` False). Raises TrainingError naming the file and what differs
-    (the parameter, with both shapes).
+    (its seed and layers' dropout may differ: ``without_training_keys``), input dimension,
+    tokens and blank, and gives every parameter (``complete``). A CTC model starting a
+    transducer run (or the reverse) gives its encoder, as icefall starts a transducer from a
+    CTC model: every parameter but the output layer (and the prediction network and joiner),
+    each of which must exist in ``target_shapes`` (``{name: shape}`` of the run's model) with
+    the same shape; the rest starts fresh (``complete`` False). Raises TrainingError naming the
+    file and what differs (the parameter, with both shapes).
     """
     from asrkit.models import load
 
@@ -99,8 +90,8 @@ def initial_parameters(path: str, network: dict, input_dim: int, tokens: list[st
         raise TrainingError(f"[train] init: {e}") from e
     if hasattr(src, "transducer") != transducer:
         return _encoder_parameters(path, src, target_shapes or {}), False
-    for what, theirs, ours in (("[network]", _parameter_shaping(src.network),
-                                _parameter_shaping(network)),
+    for what, theirs, ours in (("[network]", without_training_keys(src.network),
+                                without_training_keys(network)),
                                ("input dimension", src.input_dim, input_dim),
                                ("tokens", list(src.tokens), list(tokens)),
                                ("blank", src.blank, blank)):
