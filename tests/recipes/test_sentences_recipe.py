@@ -58,6 +58,18 @@ def test_sentences_use_the_vocabulary_and_are_distinct():
             assert set(s.split()) & singulars, s
 
 
+def test_held_out_sentences_do_not_depend_on_the_training_size():
+    corpus = _load("make_corpus")
+    small = corpus.draw_sentences(corpus.Grammar(), np.random.default_rng(1), 30, 50, 200)
+    large = corpus.draw_sentences(corpus.Grammar(), np.random.default_rng(1),
+                                  corpus.HELD_OUT_AFTER + 500, 50, 200)
+    assert small[1] == large[1]
+    assert small[0] == large[0][:30]
+    for (train, held_out, lm), n in ((small, 30), (large, corpus.HELD_OUT_AFTER + 500)):
+        assert (len(train), len(held_out), len(lm)) == (n, 50, 200)
+        assert len(set(train) | set(held_out) | set(lm)) == n + 50 + 200  # disjoint, distinct
+
+
 def test_grammar_errors_name_the_rule():
     with pytest.raises(grammar.GrammarError, match="undefined rule"):
         grammar.Grammar("S -> hello $NOWHERE", start="S")

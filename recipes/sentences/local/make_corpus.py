@@ -59,6 +59,20 @@ from synth.speakers import split_voices, tts_specs, voice_groups, without_channe
 HELD_OUT_AFTER = 3000
 
 
+def draw_sentences(grammar: Grammar, rng: np.random.Generator, num_train: int,
+                   num_held_out: int, num_lm: int) -> tuple[list[str], list[str], list[str]]:
+    """Distinct sentences of ``grammar``: ``num_train`` for training, ``num_held_out`` for dev and
+    test, ``num_lm`` for the LM text, three disjoint lists of str. The held-out ones are those
+    drawn after the first ``HELD_OUT_AFTER``, so they do not depend on ``num_train``."""
+    first = grammar.unique_sentences(HELD_OUT_AFTER, rng)
+    held_out = grammar.unique_sentences(num_held_out, rng, exclude=set(first))
+    more = grammar.unique_sentences(max(0, num_train - len(first)), rng,
+                                    exclude=set(first) | set(held_out))
+    train = (first + more)[:num_train]
+    lm = grammar.unique_sentences(num_lm, rng, exclude=set(train) | set(held_out))
+    return train, held_out, lm
+
+
 def log(message: str) -> None:
     print(message, flush=True)
 
@@ -94,20 +108,11 @@ def main(argv=None) -> int:
         if getattr(args, opt) < 1:
             p.error(f"--{opt.replace('_', '-')} must be at least 1")
 
-    grammar = Grammar()
-    rng = np.random.default_rng(args.seed)
-    num_train = args.train_speakers * args.utts_per_speaker
-    first = grammar.unique_sentences(HELD_OUT_AFTER, rng)
-    held_out = grammar.unique_sentences(
-        (args.dev_speakers + args.test_speakers) * args.test_utts_per_speaker, rng,
-        exclude=set(first))
-    more = grammar.unique_sentences(max(0, num_train - len(first)), rng,
-                                    exclude=set(first) | set(held_out))
-    train_sents = (first + more)[:num_train]
+    train_sents, held_out, lm_sents = draw_sentences(
+        Grammar(), np.random.default_rng(args.seed), args.train_speakers * args.utts_per_speaker,
+        (args.dev_speakers + args.test_speakers) * args.test_utts_per_speaker, args.lm_sentences)
     dev_sents = held_out[: args.dev_speakers * args.test_utts_per_speaker]
     test_sents = held_out[len(dev_sents):]
-    lm_sents = grammar.unique_sentences(args.lm_sentences, rng,
-                                        exclude=set(train_sents) | set(held_out))
     os.makedirs(os.path.join(args.out, "local"), exist_ok=True)
     atomic_write_text(os.path.join(args.out, "local", "lm_text.txt"),
                       "".join(s + "\n" for s in lm_sents))
