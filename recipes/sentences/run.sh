@@ -40,8 +40,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-train_speakers=400  # twice the speech of 2026-12-06 at the same training cost (conformer_ctc: 8
-                    # epochs, not 15): test 9.2 and 9.6% (two seeds) against 11.1 and 13.7%
+train_speakers=400  # twice the speech of 2026-12-06 for 8 epochs, not 15 (conf/conformer_ctc.toml)
 dev_speakers=10
 test_speakers=40
 utts_per_speaker=15  # 6000 training utterances (4.8 h)
