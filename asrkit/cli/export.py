@@ -88,6 +88,8 @@ def _load_model_folder(path: str):
         "sliding": ("cmn_window", "min_cmn_window", "cmn_center"),
         "global": ("global_stats",)}.get(manifest["cmvn"], ())
     extra = {k: manifest[k] for k in keys}
+    if manifest.get("vtln_warps"):  # a runtime averages the network over these warps
+        extra["vtln_warps"] = list(manifest["vtln_warps"])
     return model, fconf, float(manifest["frame_shift"]), extra
 
 

@@ -35,6 +35,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--word-bonus", type=float, default=None,
                         help="a transducer's default word bonus (nats per word, e.g. tuned on "
                              "dev)")
+    parser.add_argument("--vtln-warps", default=None, metavar="W,W,...",
+                        help="VTLN warp factors (e.g. 0.84,0.92,1,1.08,1.16): asrkit transcribe "
+                             "computes each recording's features under each and averages the "
+                             "model's log-probabilities (default: one pass, unwarped)")
     parser.add_argument("--out", required=True, help="model folder to write")
 
 
@@ -48,7 +52,8 @@ def run(args) -> int:
                                 ("word_bonus", args.word_bonus)) if v is not None}
     try:
         manifest = package_model_folder(args.out, args.model, args.features, args.graph,
-                                        args.lexicon, cmvn=args.cmvn, decode=decode)
+                                        args.lexicon, cmvn=args.cmvn, decode=decode,
+                                        vtln_warps=args.vtln_warps)
     except RecognizerError as e:
         raise CommandError(str(e)) from e
     except OSError as e:  # writing the folder

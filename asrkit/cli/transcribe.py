@@ -15,7 +15,9 @@ event: kind, segment, start, end, text, words); a segment ends at an endpoint (K
 changed with `--endpoint rule2.min_trailing_silence=0.3`, off with `--no-endpoint`). A
 transducer folder streams too (`--method greedy|beam`).
 `--hotwords FILE` favours the phrases listed (one per line, optional `:boost` in nats per word),
-with or without `--stream`.
+with or without `--stream`. `--vtln-warps 0.84,0.92,1,1.08,1.16` (or the folder's own, from
+`asrkit package --vtln-warps`) runs the model on the features under each VTLN warp factor and
+averages its log-probabilities (one network pass per warp; `--vtln-warps 1`: one pass).
 
 Examples:
   asrkit transcribe --model-dir recipes/digits/exp/final call.wav
@@ -49,6 +51,9 @@ def add_arguments(parser) -> None:
                         help="n-best size for the word confidences (default 10)")
     parser.add_argument("--max-chunk", type=float, default=30.0,
                         help="longest chunk decoded at once, seconds (>= 1)")
+    parser.add_argument("--vtln-warps", default=None, metavar="W,W,...",
+                        help="average the log-probabilities of the features under these VTLN "
+                             "warp factors (default: the model folder's; 1: one unwarped pass)")
     parser.add_argument("--nj", type=int, default=1, help="worker processes")
     parser.add_argument("--vad", choices=["energy", "silero"], default="energy",
                         help="how long files are cut: at quiet frames (energy) or into the "
@@ -163,7 +168,7 @@ def run(args) -> int:
                                   nbest=args.nbest, hotwords=args.hotwords,
                                   method=args.method, max_symbols=args.max_symbols,
                                   lm=args.lm, lm_weight=args.lm_weight,
-                                  word_bonus=args.word_bonus)
+                                  word_bonus=args.word_bonus, vtln_warps=args.vtln_warps)
         rec.check_can_transcribe()
         if args.stream:
             failed = _stream(rec, args)

@@ -3,7 +3,8 @@
 ::
 
     manifest.json   what the folder holds: file names, feature normalisation, frame shift,
-                    sample rate, default search options (``decode``)
+                    sample rate, default search options (``decode``), and optionally the
+                    VTLN warps whose log-probabilities are averaged (``vtln_warps``)
     model.mdl       the acoustic model (asrkit.models)
     features.toml   the feature config (asrkit compute-features format)
     graph/          a decoding graph from asrkit graph build (TLG.npz, words.txt, graph.json)
@@ -26,7 +27,7 @@ import json
 import math
 import os
 
-from asrkit.recognizer.options import RecognizerError
+from asrkit.recognizer.options import RecognizerError, vtln_warps_option
 
 MANIFEST = "manifest.json"
 FILES = {"model": "model.mdl", "features": "features.toml", "graph": "graph",
@@ -128,7 +129,26 @@ def read_manifest(folder: str) -> dict:
     decode = manifest.get("decode") or {}
     if not isinstance(decode, dict):
         raise ModelFolderError(f"{path}: decode: expected a table of search options")
-    return {**manifest, **normalization_settings(manifest, path), "decode": decode}
+    try:
+        warps = vtln_warps_option(manifest.get("vtln_warps"), f"{path}: ")
+    except RecognizerError as e:
+        raise ModelFolderError(str(e)) from None
+    return {**manifest, **normalization_settings(manifest, path), "decode": decode,
+            "vtln_warps": warps}
+
+
+def check_warps(warps, model, feature_config, where: str) -> None:
+    """ModelFolderError unless ``warps`` (a checked ``vtln_warps``, or None) can be used with
+    ``model`` and ``feature_config``: the warps change the mel banks of fbank or mfcc features,
+    and their averaged log-probabilities need a per-frame (CTC) model."""
+    if not warps or warps == (1.0,):
+        return
+    if feature_config.kind not in ("fbank", "mfcc"):
+        raise ModelFolderError(f"{where}vtln_warps: {feature_config.kind} features have no mel "
+                               "banks to warp (fbank or mfcc only)")
+    if hasattr(model, "transducer"):
+        raise ModelFolderError(f"{where}vtln_warps: a transducer model has no per-frame "
+                               "log-probabilities to average (CTC models only)")
 
 
 def check_decode(decode: dict, model, where: str = "") -> None:
@@ -204,6 +224,7 @@ def load_model_folder(path: str | os.PathLike, need_graph: bool = True) -> Model
     if fconf.sample_frequency != folder.sample_rate:
         raise ModelFolderError(f"{mpath}: sample_rate {folder.sample_rate} differs from the "
                                f"feature config's sample_frequency {fconf.sample_frequency}")
+    check_warps(manifest["vtln_warps"], model, fconf, f"{mpath}: ")
     tokens = TokenTable(model.tokens, "piece", model.blank)
     tpath = folder.file("tokens")
     if os.path.exists(tpath):

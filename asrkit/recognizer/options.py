@@ -75,3 +75,35 @@ def chunk_seconds(value) -> float:
         return finite("max_chunk", value, MIN_CHUNK_S)
     except ValueError as e:
         raise RecognizerError(str(e)) from None
+
+
+MAX_WARPS = 16        # each warp is one more feature pass and network run per recording
+WARP_RANGE = (0.5, 2.0)  # Kaldi's VTLN warps lie near 0.8-1.2; beyond these the banks fold
+
+
+def vtln_warps_option(value, where: str = "") -> tuple[float, ...] | None:
+    """``vtln_warps`` checked: None (one pass, no warping), or 1 to ``MAX_WARPS`` distinct
+    finite factors within ``WARP_RANGE`` given as a list/tuple of numbers or a string
+    ``"0.9,1,1.1"``; returned as a tuple of floats. Raises RecognizerError prefixed ``where``."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts = [p for p in value.replace(",", " ").split() if p]
+        try:
+            value = [float(p) for p in parts]
+        except ValueError:
+            raise RecognizerError(f"{where}vtln_warps: expected numbers such as "
+                                  f"'0.9,1,1.1', got {', '.join(parts)!r}") from None
+    if not isinstance(value, (list, tuple)) or not 1 <= len(value) <= MAX_WARPS:
+        raise RecognizerError(f"{where}vtln_warps: expected 1 to {MAX_WARPS} warp factors, "
+                              f"got {value!r}")
+    lo, hi = WARP_RANGE
+    warps = []
+    for w in value:
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not lo <= w <= hi:
+            raise RecognizerError(f"{where}vtln_warps: each warp factor must be a number in "
+                                  f"[{lo:g}, {hi:g}], got {w!r}")
+        warps.append(float(w))
+    if len(set(warps)) != len(warps):
+        raise RecognizerError(f"{where}vtln_warps: {warps} repeats a warp factor")
+    return tuple(warps)

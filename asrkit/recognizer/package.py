@@ -17,10 +17,12 @@ from asrkit.recognizer.model_folder import (
     MANIFEST,
     ModelFolderError,
     check_decode,
+    check_warps,
     checked_load,
     normalization_settings,
 )
 from asrkit.recognizer.model_stream import subsampling_of
+from asrkit.recognizer.options import RecognizerError, vtln_warps_option
 
 GRAPH_FILES = ("TLG.npz", "words.txt", "graph.json", "tokens.txt", "disambig_tokens.int",
                "disambig_words.int")  # what decoding reads, plus the symbol tables
@@ -64,14 +66,16 @@ def graph_lexicon(graph_dir: str) -> str | None:
 def package_model_folder(out: str, model_path: str, features_path: str,
                          graph_dir: str | None = None, lexicon_path: str | None = None,
                          cmvn: str | None = None, norm_vars: bool | None = None,
-                         decode: dict | None = None) -> dict:
+                         decode: dict | None = None, vtln_warps=None) -> dict:
     """Write the model folder ``out``; returns its manifest.
 
     ``model_path``: asrkit train's ``final.mdl``; ``features_path``: the feature config used in
     training; ``graph_dir``: from asrkit graph build (optional: alignment needs none);
     ``lexicon_path``: default the one the graph names; ``cmvn``/``norm_vars``: override the
     model's recorded normalisation; ``decode``: default search options (e.g. a word insertion
-    penalty tuned on dev, a transducer's word bonus), checked as ``Recognizer.from_dir``'s.
+    penalty tuned on dev, a transducer's word bonus), checked as ``Recognizer.from_dir``'s;
+    ``vtln_warps``: VTLN warp factors (``vtln_warps_option``) under which a recording's
+    features are computed and the model's log-probabilities averaged (None: one pass).
     Raises ModelFolderError naming the file at fault.
     """
     from asrkit.io import load_feature_config
@@ -82,6 +86,11 @@ def package_model_folder(out: str, model_path: str, features_path: str,
     fconf = checked_load("feature config", features_path, load_feature_config)
     decode = dict(decode or {})
     check_decode(decode, model)
+    try:
+        warps = vtln_warps_option(vtln_warps)
+    except RecognizerError as e:
+        raise ModelFolderError(str(e)) from None
+    check_warps(warps, model, fconf, "")
     reader = dict(model.header().get("reader") or {})
     if cmvn is not None:
         reader["cmvn"] = cmvn
@@ -138,5 +147,7 @@ def package_model_folder(out: str, model_path: str, features_path: str,
         "sample_rate": fconf.sample_frequency,
         "decode": decode,
     }
+    if warps:
+        manifest["vtln_warps"] = list(warps)
     atomic_write_text(os.path.join(out, MANIFEST), json.dumps(manifest, indent=2) + "\n")
     return manifest

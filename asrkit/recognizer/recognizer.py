@@ -15,7 +15,12 @@
 Transcription is a chain of steps a chunked (streaming) front end can call one by one:
 ``load_audio`` (any rate, resampled; int16 scale) -> ``features`` (Kaldi features of the folder's
 config, no dither) -> ``normalize`` (the CMVN mode the model was trained with) -> ``log_probs``
-(the network) -> ``decode`` (the graph search: words, times, n-best confidences).
+(the network) -> ``decode`` (the graph search: words, times, n-best confidences). With
+``vtln_warps`` (the folder's, or ``from_dir(..., vtln_warps=[0.9, 1, 1.1])``) the features are
+computed under each VTLN warp factor (Kaldi's ``vtln_warp``: the mel banks stretched), each set
+normalised and run through the network, and the log-probabilities averaged frame by frame
+before the search: a test-time ensemble over vocal-tract lengths for speakers unlike the
+training ones, at one network pass per warp.
 
 A long recording is cut at quiet places into chunks of at most ``max_chunk`` seconds; its
 features are computed and normalised over the whole recording first and then cut, so every chunk
@@ -34,9 +39,15 @@ from asrkit.recognizer.model_folder import (
     MANIFEST,
     NORMALIZATION,
     ModelFolder,
+    check_warps,
     load_model_folder,
 )
-from asrkit.recognizer.options import RecognizerError, chunk_seconds, search_options
+from asrkit.recognizer.options import (
+    RecognizerError,
+    chunk_seconds,
+    search_options,
+    vtln_warps_option,
+)
 from asrkit.recognizer.result import Alignment, Result
 from asrkit.recognizer.vad import check_vad
 
@@ -65,6 +76,18 @@ def _item(item, index: int) -> tuple:
     return item, None, None if isinstance(item, (str, os.PathLike)) else f"item {index}"
 
 
+def average_log_probs(logps: list[np.ndarray]) -> np.ndarray:
+    """float32 ``[T', C]``: the frame-by-frame mean of same-shaped log-probabilities (summed in
+    float64, in list order, so the whole-recording and streaming paths agree); one array is
+    returned as it is."""
+    if len(logps) == 1:
+        return logps[0]
+    total = logps[0].astype(np.float64)
+    for logp in logps[1:]:
+        total += logp
+    return (total / len(logps)).astype(np.float32)
+
+
 def is_transducer(folder: ModelFolder) -> bool:
     """Whether the folder's model is a transducer (searched without a decoding graph)."""
     return hasattr(folder.model, "transducer")
@@ -82,10 +105,13 @@ class Recognizer:
     """
 
     def __init__(self, folder: ModelFolder, options, max_chunk: float = 30.0,
-                 vad: str = "energy", hotwords=None):
+                 vad: str = "energy", hotwords=None, vtln_warps=None):
         from asrkit.recognizer.hotwords import load_hotwords
 
         self.folder = folder
+        warps = vtln_warps_option(vtln_warps)
+        check_warps(warps, folder.model, folder.feature_config, "")
+        self.vtln_warps = warps  # None: one pass with the feature config as it is
         self.options = options
         self.max_chunk = chunk_seconds(max_chunk)
         self.vad = check_vad(vad)
@@ -104,12 +130,14 @@ class Recognizer:
 
     @classmethod
     def from_dir(cls, path: str | os.PathLike, *, max_chunk: float = 30.0, vad: str = "energy",
-                 hotwords=None, **search) -> Recognizer:
+                 hotwords=None, vtln_warps=None, **search) -> Recognizer:
         """Load the model folder ``path`` (``asrkit package``'s output).
 
         ``search``: ``beam``, ``max_active``, ``min_active``, ``beam_delta``, ``acoustic_scale``,
         ``word_insertion_penalty``, ``lattice_beam``, ``nbest`` (None: the folder's default,
-        else DecodeOptions'); ``vad``, ``hotwords``: see the class. Raises RecognizerError
+        else DecodeOptions'); ``vad``, ``hotwords``: see the class; ``vtln_warps``: warp
+        factors whose log-probabilities are averaged (None: the folder's ``vtln_warps``, else
+        one unwarped pass; ``[1.0]`` turns a folder's off). Raises RecognizerError
         (ModelFolderError for the folder) naming the file or option at fault. A folder without
         a decoding graph can align, not transcribe. A transducer folder needs no graph and
         takes ``asrkit.recognizer.transducer``'s options instead (``method``, ``beam``, ``lm``,
@@ -123,7 +151,9 @@ class Recognizer:
             opts = transducer_options(search, folder.manifest["decode"], where)
         else:
             opts = search_options(search, folder.manifest["decode"], folder.frame_shift, where)
-        return cls(folder, opts, max_chunk, vad, hotwords)
+        if vtln_warps is None:
+            vtln_warps = folder.manifest.get("vtln_warps")
+        return cls(folder, opts, max_chunk, vad, hotwords, vtln_warps)
 
     # -- settings ----------------------------------------------------------------------------
     @property
@@ -149,7 +179,8 @@ class Recognizer:
         from asrkit.recognizer.hotwords import hotword_lines
 
         return {"path": os.path.abspath(self.folder.path), "max_chunk": self.max_chunk,
-                "vad": self.vad, "hotwords": hotword_lines(self.hotwords) or None, **opts}
+                "vad": self.vad, "hotwords": hotword_lines(self.hotwords) or None,
+                "vtln_warps": list(self.vtln_warps) if self.vtln_warps else None, **opts}
 
     def check_can_transcribe(self) -> None:
         """RecognizerError unless the folder has a decoding graph (alignment needs none)."""
@@ -202,14 +233,22 @@ class Recognizer:
             raise RecognizerError(f"{where}: the audio holds NaN or infinite samples")
         return wave
 
-    def features(self, wave: np.ndarray) -> np.ndarray:
-        """float32 ``[frames, dim]`` features of int16-scale samples (the folder's feature
-        config, without dither so that results repeat)."""
-        from asrkit.features import compute
-
+    def feature_options(self, warp: float | None = None) -> dict:
+        """The folder's feature options without dither (so that results repeat), with
+        ``vtln_warp`` set to ``warp`` unless it is None."""
         opts = dict(self.folder.feature_config.options)
         opts["dither"] = 0.0
-        return compute(self.folder.feature_config.kind, wave, **opts)
+        if warp is not None:
+            opts["vtln_warp"] = float(warp)
+        return opts
+
+    def features(self, wave: np.ndarray, warp: float | None = None) -> np.ndarray:
+        """float32 ``[frames, dim]`` features of int16-scale samples (the folder's feature
+        config, without dither; under VTLN warp factor ``warp`` unless None). Every warp gives
+        the same frames."""
+        from asrkit.features import compute
+
+        return compute(self.folder.feature_config.kind, wave, **self.feature_options(warp))
 
     def normalize(self, feats: np.ndarray, stats: np.ndarray | None = None) -> np.ndarray:
         """float32 ``[frames, dim]``: ``feats`` normalised as in training (``normalization``).
@@ -240,6 +279,11 @@ class Recognizer:
         if not np.all(np.isfinite(logp)):
             raise RecognizerError("the model gave NaN or infinite log-probabilities")
         return logp
+
+    def mean_log_probs(self, views: list[np.ndarray]) -> np.ndarray:
+        """float32 ``[T', C]``: ``log_probs`` of each view (the same recording's normalised
+        features ``[frames, dim]`` under each of ``vtln_warps``), averaged frame by frame."""
+        return average_log_probs([self.log_probs(v) for v in views])
 
     def encode(self, feats: np.ndarray) -> np.ndarray:
         """float32 ``[T', H]`` encoder output of a transducer model for one utterance's
@@ -280,14 +324,15 @@ class Recognizer:
         return res
 
     # -- whole recordings --------------------------------------------------------------------
-    def _prepared(self, audio, sample_rate) -> tuple[np.ndarray, np.ndarray]:
-        """(int16-scale wave, normalised features) of a recording."""
+    def _prepared(self, audio, sample_rate) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(int16-scale wave, its normalised features ``[frames, dim]`` under each of
+        ``vtln_warps``, or once unwarped) of a recording."""
         wave = self.load_audio(audio, sample_rate)
-        feats = self.features(wave)
-        if feats.shape[0] == 0:
+        views = [self.normalize(self.features(wave, w)) for w in self.vtln_warps or [None]]
+        if views[0].shape[0] == 0:
             raise RecognizerError(f"{len(wave)} samples ({1000 * len(wave) / self.sample_rate:.0f}"
                                   " ms) are too short for one feature frame")
-        return wave, self.normalize(feats)
+        return wave, views
 
     def _frame_ranges(self, wave: np.ndarray, num_frames: int) -> list[tuple[int, int]]:
         """Feature-frame ranges to decode one by one: ``vad`` regions of ``max_chunk``."""
@@ -308,15 +353,15 @@ class Recognizer:
         where = name or _name(audio)
         self.check_can_transcribe()
         try:
-            wave, feats = self._prepared(audio, sample_rate)
+            wave, views = self._prepared(audio, sample_rate)
             words = []
-            for f0, f1 in self._frame_ranges(wave, feats.shape[0]):
+            for f0, f1 in self._frame_ranges(wave, views[0].shape[0]):
                 if self.transducer is not None:
-                    enc = self.encode(feats[f0:f1]) if f1 > f0 else None
+                    enc = self.encode(views[0][f0:f1]) if f1 > f0 else None
                     if enc is not None and enc.shape[0]:
                         words += self.transducer.decode(enc, start=f0 * self.feature_shift)
                     continue
-                logp = self.log_probs(feats[f0:f1]) if f1 > f0 else None
+                logp = self.mean_log_probs([v[f0:f1] for v in views]) if f1 > f0 else None
                 if logp is None or logp.shape[0] == 0:
                     continue
                 words += self.decode(logp, start=f0 * self.feature_shift).timings
@@ -391,12 +436,13 @@ class Recognizer:
         try:
             if not words:
                 raise RecognizerError("empty transcript: nothing to align")
-            wave, feats = self._prepared(audio, sample_rate)
+            wave, views = self._prepared(audio, sample_rate)
             if self.transducer is not None:
-                aligned, score = self.transducer.align(self.encode(feats), words)
+                aligned, score = self.transducer.align(self.encode(views[0]), words)
             else:
-                aligned, score = align_words(self.log_probs(feats), words, self.folder.tokens,
-                                             self.folder.lexicon, self.frame_shift)
+                aligned, score = align_words(self.mean_log_probs(views), words,
+                                             self.folder.tokens, self.folder.lexicon,
+                                             self.frame_shift)
         except (OSError, ValueError, MemoryError) as e:
             raise _named(where, e) from None
         return Alignment(aligned, score, len(wave) / self.sample_rate)

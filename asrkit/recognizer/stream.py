@@ -11,7 +11,9 @@
 A chunk goes through the Recognizer's steps, each kept online: resampling to the model's rate
 and Kaldi features (``asrkit.features.online``: equal to the offline ones), the model's CMVN
 (online; ``utterance``/``speaker`` approximated by a running mean, see ``OnlineCmvn``), the
-model (``model_stream``: exact for unidirectional networks, windows for a BLSTM) and the TLG
+model (``model_stream``: exact for unidirectional networks, windows for a BLSTM; with the
+Recognizer's ``vtln_warps``, one features-CMVN-model chain per warp, their log-probabilities
+averaged as the whole-recording path averages them) and the TLG
 search (``OnlineGraphDecoder``; a transducer folder: its encoder through the same model stream
 and its greedy or modified beam search, ``OnlineTransducerDecoder``, on the encoder frames),
 which gives partial results and ends a *segment* (an utterance within the stream) at an
@@ -134,21 +136,24 @@ class RecognizerStream:
         recognizer.check_can_transcribe()
         self.rec, self.options = recognizer, options
         folder = recognizer.folder
-        fopts = dict(folder.feature_config.options)
-        fopts["dither"] = 0.0
-        try:
-            self.features = OnlineFeatures(folder.feature_config.kind, **fopts)
-        except ValueError as e:
-            raise RecognizerError(f"{folder.path}: features.toml: {e}") from None
         n = recognizer.normalization
         feature_shift = recognizer.feature_shift
-        self.cmvn = OnlineCmvn(n["cmvn"], n["norm_vars"], n["cmn_window"], n["min_cmn_window"],
-                               n["cmn_center"], options.cmvn_causal,
-                               max(int(round(options.cmvn_prior / feature_shift)), 1),
-                               n["global_stats"])
         shift = recognizer.frame_shift
-        self.model = model_stream(folder.model, left=int(round(options.blstm_left / shift)),
-                                  right=int(round(options.blstm_right / shift)))
+        self.chains = []  # (features, cmvn, model) of each VTLN warp (one chain: unwarped)
+        for warp in recognizer.vtln_warps or [None]:
+            try:
+                features = OnlineFeatures(folder.feature_config.kind,
+                                          **recognizer.feature_options(warp))
+            except ValueError as e:
+                raise RecognizerError(f"{folder.path}: features.toml: {e}") from None
+            cmvn = OnlineCmvn(n["cmvn"], n["norm_vars"], n["cmn_window"], n["min_cmn_window"],
+                              n["cmn_center"], options.cmvn_causal,
+                              max(int(round(options.cmvn_prior / feature_shift)), 1),
+                              n["global_stats"])
+            model = model_stream(folder.model, left=int(round(options.blstm_left / shift)),
+                                 right=int(round(options.blstm_right / shift)))
+            self.chains.append((features, cmvn, model))
+        self.features, self.cmvn, self.model = self.chains[0]
         self.search_name = "log-probabilities"
         if recognizer.transducer is not None:
             from asrkit.decoders.online import OnlineTransducerDecoder
@@ -220,23 +225,39 @@ class RecognizerStream:
         return events
 
     # -- the steps -----------------------------------------------------------------------------
-    def _push(self, x: np.ndarray, final: bool) -> list[StreamEvent]:
-        wave = x * np.float32(INT16_SCALE)
-        feats = self.features.accept(wave) if len(wave) else None
+    @staticmethod
+    def _chain_push(chain, wave: np.ndarray, final: bool):
+        """The model frames one (features, cmvn, model) chain gives for ``wave`` (None when
+        the features wait for more samples)."""
+        features, cmvn, model = chain
+        feats = features.accept(wave) if len(wave) else None
         if final:
-            rest = self.features.finish()
+            rest = features.finish()
             feats = rest if feats is None else np.concatenate([feats, rest])
         if feats is None:
-            return []
-        feats = self.cmvn.accept(feats) if len(feats) else feats
+            return None
+        feats = cmvn.accept(feats) if len(feats) else feats
         if final:
-            rest = self.cmvn.finish()
+            rest = cmvn.finish()
             feats = rest if not len(feats) else np.concatenate([feats, rest]) if len(rest) \
                 else feats
-        logp = self.model.accept(feats) if len(feats) else None
+        logp = model.accept(feats) if len(feats) else None
         if final:
-            rest = self.model.finish()
+            rest = model.finish()
             logp = rest if logp is None or not len(logp) else np.concatenate([logp, rest])
+        return logp
+
+    def _push(self, x: np.ndarray, final: bool) -> list[StreamEvent]:
+        wave = x * np.float32(INT16_SCALE)
+        outs = [self._chain_push(chain, wave, final) for chain in self.chains]
+        logp = outs[0]
+        if logp is None and not final:
+            return []
+        if len(outs) > 1 and logp is not None and len(logp):
+            from asrkit.recognizer.recognizer import average_log_probs
+
+            # the warps change the mel banks, not the framing: every chain gives these frames
+            logp = average_log_probs(outs)
         events = []
         if logp is not None and len(logp):
             if not np.all(np.isfinite(logp)):

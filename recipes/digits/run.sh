@@ -9,7 +9,7 @@
 #       [--fsdd-copies N] [--fsdd-perturbation X] [--fsdd-trim P] (data options:
 #       local/make_corpus.py --help)
 #       [--pretrain-epochs N] [--epochs N] [--loso-epochs N] [--nj N] [--mpi N] [--resume]
-#       [--models "conformer_ctc conformer_transducer"] [--model-epochs N]
+#       [--models "conformer_ctc conformer_transducer"] [--model-epochs N] [--vtln-warps W,W,..]
 #
 # Stages (each logged to exp/log/stage<N>.log; rerun from any stage with --stage N):
 #   0 data      FSDD's four real speakers (download, or --fsdd DIR / the shared corpora copy)
@@ -22,18 +22,21 @@
 #   4 train     the shipped model: from exp/synth, on the first --finetune-speakers synthetic
 #               speakers + all four real speakers
 #   5 graph     TLG for a digit loop and for the 3-gram LM (asrkit graph build)
-#   6 decode    word insertion penalty tuned on dev; synthetic test voices never heard in training,
-#               through channels (synth_test) and as they spoke (synth_test_clean)
+#   6 decode    word insertion penalty tuned on dev; exp/final/ (a model folder for asrkit
+#               transcribe, averaging the log-probabilities of --vtln-warps); synthetic test
+#               voices never heard in training, through channels (synth_test) and as they spoke
+#               (synth_test_clean), through exp/final and in one unwarped pass
 #   7 loso      leave-one-speaker-out: for each real speaker, a model trained as the shipped
 #               one but without them (and on the first --loso-speakers synthetic speakers), tested
-#               on all their recordings (isolated digits and strings)
+#               on all their recordings (isolated digits and strings) as exp/final is, and in
+#               one pass
 #   8 peer      pocketsphinx 5.1.1 (digit-loop JSGF grammar) on the same test audio; cached
 #   9 models    with --models: each conf/NAME.toml (e.g. conformer_ctc, conformer_transducer)
 #               trained on the synthetic speech as exp/synth is, its last 5 checkpoints
 #               averaged, and compared with exp/synth on the synthetic test voices and all
 #               four real speakers (CTC: the 3-gram graph; transducer: modified beam search
 #               with the 3-gram fused and a dev-tuned word bonus)
-#   10 final    exp/final/ (a model folder for asrkit transcribe), WER tables, report.html
+#   10 final    WER tables, report.html
 #
 # --nj N runs N jobs for data, features and decoding; --mpi N (default 2) trains (stages 3, 4,
 # 7) data-parallel on N ranks under mpiexec (--mpi 1: one process); --resume continues an
@@ -60,6 +63,8 @@ fsdd_trim=0.5     # share of their takes' ends cut at the speech, quiet /s/ and 
 pretrain_epochs=12
 epochs=6
 loso_epochs=6     # each leave-one-speaker-out model (from exp/synth, as the shipped one)
+vtln_warps=0.84,0.92,1,1.08,1.16  # test time: the model run on the features under each VTLN
+                  # warp factor, log-probabilities averaged (exp/final keeps them; 1: one pass)
 models=           # stage 9: other model configs to train and compare (conf/NAME.toml)
 model_epochs=     # their epochs (default: each config's own)
 nj=2
@@ -161,14 +166,27 @@ stage_graph() {
 }
 
 stage_decode() {
-  # the word insertion penalty is tuned on dev (as Kaldi's scoring picks its penalty), then the
-  # synthetic test set (voices never heard in training) is decoded once with the best value
-  local graph
+  # the word insertion penalty is tuned on dev (as Kaldi's scoring picks its penalty; one
+  # unwarped pass), then the synthetic test set (voices never heard in training) is decoded
+  # once with the best value: in one pass (exp/blstm/decode_*) and through the shipped folder
+  # exp/final with its VTLN warps (exp/blstm/decode_*_warps)
+  local graph s
   for graph in loop tg; do
     decode_tuned "exp/graph_$graph" exp/blstm/final.mdl data/mfcc/dev \
       "exp/blstm/decode_dev_$graph" data/mfcc/synth_test "exp/blstm/decode_synth_test_$graph" \
       data/mfcc/synth_test_clean "exp/blstm/decode_synth_test_clean_$graph" || return
   done
+  package_final exp/blstm/final.mdl exp/final || return
+  for s in test test_clean; do
+    transcribe_data exp/final "data/synth/$s" "exp/blstm/decode_synth_${s}_warps" || return
+  done
+}
+
+package_final() {  # package_final MODEL OUT: a model folder with the trigram graph, the dev-tuned
+  # insertion penalty and --vtln-warps
+  log asrkit package --model "$1" --graph exp/graph_tg --features conf/mfcc.toml \
+    --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" \
+    --vtln-warps "$vtln_warps" --out "$2"
 }
 
 stage_loso() {
@@ -187,8 +205,11 @@ stage_loso() {
       "$loso_epochs" exp/synth/final.mdl || return
     need_graph exp/graph_tg || return
     log asrkit decode --graph exp/graph_tg --model "exp/loso/$held/final.mdl" \
-      "data/mfcc/fsdd_${held}_test" --out "exp/loso/decode/$held" \
+      "data/mfcc/fsdd_${held}_test" --out "exp/loso/decode_one_pass/$held" \
       --word-insertion-penalty="$wip" --nbest 1 --nj "$nj" || return
+    package_final "exp/loso/$held/final.mdl" "exp/loso/$held/folder" || return
+    transcribe_data "exp/loso/$held/folder" "data/fsdd/$held/test" "exp/loso/decode/$held" \
+      || return
   done
 }
 
@@ -255,21 +276,21 @@ stage_models() {
 
 stage_final() {
   local s sets=()
-  log asrkit package --model exp/blstm/final.mdl --graph exp/graph_tg \
-    --features conf/mfcc.toml --word-insertion-penalty="$(cat exp/blstm/decode_dev_tg/best_wip)" \
-    --out exp/final || return
   for s in "${speakers[@]}"; do sets+=(--set "$s=data/fsdd/$s/test"); done
   mkdir -p exp/tables
+  # "asrkit" is the shipped way (exp/final: --vtln-warps averaged), "one pass" the same model
+  # without the warps
   if [ -n "$loso" ]; then
     log "$python" local/wer_table.py exp/tables/real_speakers.tsv "${sets[@]}" \
-      --system asrkit=exp/loso/decode --system pocketsphinx=exp/pocketsphinx \
+      --system asrkit=exp/loso/decode --system "one pass=exp/loso/decode_one_pass" \
+      --system pocketsphinx=exp/pocketsphinx \
       --group=-iso-=isolated --group=-str-=strings --top-errors asrkit || return
   fi
   utt2voice data/synth/test > exp/tables/synth_test.utt2voice  # one row per voice of the test set
   # (test_clean: the same utterances and ids, without channels)
   log "$python" local/wer_table.py exp/tables/synth_voices.tsv --set synth_test=data/synth/test \
-    --set synth_test_clean=data/synth/test_clean --system "asrkit=exp/blstm/decode_{set}_tg" \
-    --system pocketsphinx=exp/pocketsphinx --group-file exp/tables/synth_test.utt2voice \
+    --set synth_test_clean=data/synth/test_clean --system "asrkit=exp/blstm/decode_{set}_warps" \
+    --system "one pass=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx --group-file exp/tables/synth_test.utt2voice \
     --top-errors asrkit || return
   local tables=(--table "Synthetic voices never heard in training=exp/tables/synth_voices.tsv")
   if [ -n "$models" ]; then

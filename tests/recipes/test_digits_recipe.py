@@ -53,6 +53,15 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     ids = {p: [line.split()[0] for line in (work / "data/synth" / p / "text").read_text()
                .splitlines()] for p in ("test", "test_clean")}
     assert ids["test"] == ids["test_clean"]
+    # the shipped folder averages its log-probabilities over five VTLN warps; the synthetic
+    # test sets go through it too
+    manifest = json.loads((exp / "final/manifest.json").read_text())
+    assert manifest["vtln_warps"] == [0.84, 0.92, 1.0, 1.08, 1.16]
+    assert manifest["decode"]["word_insertion_penalty"] == float(
+        (exp / "blstm/decode_dev_tg/best_wip").read_text())
+    for part in ("test", "test_clean"):
+        hyp = (exp / f"blstm/decode_synth_{part}_warps/hyp.txt").read_text().splitlines()
+        assert sorted(line.split()[0] for line in hyp) == sorted(ids["test"])
     said = (work / "data/synth/test_clean/speakers.txt").read_text().splitlines()
     assert len(said) == 2 and all(line.endswith(" channel=clean") for line in said)
     voices = [line.split("\t")[0].split(", ")
@@ -63,13 +72,17 @@ def test_digits_recipe_runs_end_to_end(tmp_path):
     # their test recordings (2 takes of 10 digits, and strings joined from them)
     speakers = ["jackson", "nicolas", "yweweler", "lucas"]
     for spk in speakers:
-        hyp = (exp / "loso/decode" / spk / "hyp.txt").read_text().splitlines()
         ref = (work / "data/fsdd" / spk / "test/text").read_text().splitlines()
-        assert len(hyp) == len(ref) > 20
-        assert all(line.split()[0].startswith(f"fsdd-{spk}-") for line in hyp)
+        for decode in ("decode", "decode_one_pass"):  # through a folder as exp/final; one pass
+            hyp = (exp / "loso" / decode / spk / "hyp.txt").read_text().splitlines()
+            assert sorted(line.split()[0] for line in hyp) == sorted(
+                line.split()[0] for line in ref)
+            assert len(ref) > 20 and all(line.startswith(f"fsdd-{spk}-") for line in hyp)
+        folder = json.loads((exp / "loso" / spk / "folder/manifest.json").read_text())
+        assert folder["vtln_warps"] == manifest["vtln_warps"]
     table = (exp / "tables/real_speakers.tsv").read_text().splitlines()
     rows = [line.split("\t") for line in table[1:]]
-    assert table[0].startswith("test set\twords\tasrkit WER %")
+    assert table[0].startswith("test set\twords\tasrkit WER % (errors)\tone pass WER % (errors)")
     assert [r[0] for r in rows] == [f"{s}, {k}" for s in speakers
                                     for k in ("isolated", "strings")] + ["all"]
     words = [int(r[1]) for r in rows]
