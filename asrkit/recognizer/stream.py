@@ -36,6 +36,7 @@ import numpy as np
 
 from asrkit.decoders.ctm import WordTiming
 from asrkit.recognizer.options import RecognizerError
+from asrkit.recognizer.recognizer import average_log_probs
 
 INT16_SCALE = 32768.0
 
@@ -253,9 +254,7 @@ class RecognizerStream:
         logp = outs[0]
         if logp is None and not final:
             return []
-        if len(outs) > 1 and logp is not None and len(logp):
-            from asrkit.recognizer.recognizer import average_log_probs
-
+        if logp is not None and len(logp):
             # the warps change the mel banks, not the framing: every chain gives these frames
             logp = average_log_probs(outs)
         events = []

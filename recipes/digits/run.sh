@@ -290,8 +290,8 @@ stage_final() {
   # (test_clean: the same utterances and ids, without channels)
   log "$python" local/wer_table.py exp/tables/synth_voices.tsv --set synth_test=data/synth/test \
     --set synth_test_clean=data/synth/test_clean --system "asrkit=exp/blstm/decode_{set}_warps" \
-    --system "one pass=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx --group-file exp/tables/synth_test.utt2voice \
-    --top-errors asrkit || return
+    --system "one pass=exp/blstm/decode_{set}_tg" --system pocketsphinx=exp/pocketsphinx \
+    --group-file exp/tables/synth_test.utt2voice --top-errors asrkit || return
   local tables=(--table "Synthetic voices never heard in training=exp/tables/synth_voices.tsv")
   if [ -n "$models" ]; then
     local m entry systems=(--system "blstm=exp/synth/decode_{set}") model_sets=()
